@@ -1,0 +1,54 @@
+"""Tasklets and what one step of a tasklet reports.
+
+A tasklet is one non-blocking step, ``call() -> ProgressState``, that the
+execution service calls over and over. The state says whether the call made
+progress (moved an item, changed state) and whether the tasklet is done; a
+worker whose whole pass over its tasklets made no progress backs off.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+
+
+class ProgressState(enum.Enum):
+    """What one ``Tasklet.call()`` achieved (Jet's ``ProgressState``)."""
+
+    NO_PROGRESS = (False, False)
+    MADE_PROGRESS = (True, False)
+    DONE = (True, True)
+    WAS_ALREADY_DONE = (False, True)
+
+    @property
+    def made_progress(self) -> bool:
+        return self.value[0]
+
+    @property
+    def is_done(self) -> bool:
+        return self.value[1]
+
+    @staticmethod
+    def of(made_progress: bool, is_done: bool) -> ProgressState:
+        if is_done:
+            return ProgressState.DONE if made_progress else ProgressState.WAS_ALREADY_DONE
+        return ProgressState.MADE_PROGRESS if made_progress else ProgressState.NO_PROGRESS
+
+
+class Tasklet(abc.ABC):
+    """One unit of cooperative work; ``call`` must return quickly and never block."""
+
+    name: str = "tasklet"
+
+    def is_cooperative(self) -> bool:
+        return True
+
+    def init(self) -> None:
+        """Called once, on the thread that will run the tasklet, before the first call."""
+
+    @abc.abstractmethod
+    def call(self) -> ProgressState:
+        """Do a little work and report it."""
+
+    def close(self) -> None:
+        """Called once when the tasklet finishes, fails or is cancelled."""

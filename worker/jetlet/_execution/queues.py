@@ -1,0 +1,96 @@
+"""Bounded single-producer single-consumer queues that move items in batches.
+
+Every (producer, consumer) pair of tasklets on a local edge has its own
+queue, so each queue has exactly one writer thread and one reader thread.
+The queue is a ``collections.deque`` of *batches* (lists) and *control items*
+(watermarks, the done marker); ``deque.append`` and ``deque.popleft`` are
+atomic in CPython, so neither side takes a lock.
+
+The capacity is counted in items with two monotonic counters, each written by
+one side only: the producer's ``_added`` and the consumer's ``_removed``.
+The producer computes the size as ``_added - _removed``; a stale ``_removed``
+only makes the queue look fuller than it is, so the capacity is never
+exceeded, and the high-water mark (what the producer saw) is an upper bound.
+One batch costs one append and one counter update, whatever its length.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Final
+
+
+class _DoneItem:
+    """The marker a producer sends when it will send nothing more."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DONE_ITEM"
+
+
+DONE_ITEM: Final = _DoneItem()
+
+
+class SpscQueue:
+    """A bounded queue of batches between one producer and one consumer."""
+
+    __slots__ = ("_added", "_batches", "_removed", "capacity", "high_water_mark", "name")
+
+    def __init__(self, capacity: int, name: str = "") -> None:
+        if capacity < 1:
+            raise ValueError(f"queue capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.name = name
+        self._batches: deque[Any] = deque()
+        self._added = 0
+        self._removed = 0
+        self.high_water_mark = 0
+
+    # -- producer side ---------------------------------------------------
+    def room(self) -> int:
+        return self.capacity - (self._added - self._removed)
+
+    def offer_batch(self, items: list[Any]) -> int:
+        """Enqueue a prefix of ``items`` that fits; return its length.
+
+        The queue keeps the list itself when all of it fits: the caller must
+        not modify it afterwards.
+        """
+        room = self.capacity - (self._added - self._removed)
+        if room <= 0:
+            return 0
+        count = len(items)
+        if count > room:
+            self._batches.append(items[:room])
+            count = room
+        else:
+            self._batches.append(items)
+        added = self._added + count
+        self._added = added
+        size = added - self._removed
+        if size > self.high_water_mark:
+            self.high_water_mark = size
+        return count
+
+    def offer_control(self, item: object) -> None:
+        """Enqueue a control item; they do not count against the capacity."""
+        self._batches.append(item)
+
+    # -- consumer side ---------------------------------------------------
+    def poll(self) -> Any:
+        """The next batch (a list) or control item, or None if empty."""
+        try:
+            element = self._batches.popleft()
+        except IndexError:
+            return None
+        if type(element) is list:
+            self._removed += len(element)
+        return element
+
+    def size(self) -> int:
+        """Items in the queue now (approximate when read from a third thread)."""
+        return self._added - self._removed
+
+    def __repr__(self) -> str:
+        return f"SpscQueue({self.name!r}, {self.size()}/{self.capacity})"

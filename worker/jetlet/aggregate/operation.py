@@ -1,0 +1,123 @@
+"""The :class:`AggregateOperation` value type and its fluent builder."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+A = TypeVar("A")
+R = TypeVar("R")
+R2 = TypeVar("R2")
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregateOperation(Generic[A, R]):
+    """Functions that fold items into an accumulator of type ``A`` and export ``R``.
+
+    Build one fluently, as in Jet::
+
+        AggregateOperation.with_create(lambda: 0)
+            .and_accumulate(lambda acc, item: acc + 1)
+            .and_combine(lambda a, b: a + b)
+            .and_deduct(lambda a, b: a - b)
+            .and_export_finish(lambda acc: acc)
+
+    ``and_accumulate0`` / ``and_accumulate1`` / ... give one accumulate
+    function per input for co-aggregation of several streams.
+    """
+
+    create_fn: Callable[[], A]
+    accumulate_fns: tuple[Callable[[A, Any], A] | None, ...] = ()
+    combine_fn: Callable[[A, A], A] | None = None
+    deduct_fn: Callable[[A, A], A] | None = None
+    export_fn: Callable[[A], R] = _identity
+    finish_fn: Callable[[A], R] = _identity
+
+    @staticmethod
+    def with_create(create_fn: Callable[[], A]) -> AggregateOperation[A, A]:
+        """Start building: ``create_fn`` makes a new, empty accumulator."""
+        if not callable(create_fn):
+            raise TypeError(f"with_create needs a callable, got {create_fn!r}")
+        return AggregateOperation(create_fn)
+
+    def and_accumulate(self, fn: Callable[[A, Any], A]) -> AggregateOperation[A, R]:
+        """``fn(acc, item) -> acc`` for a single input."""
+        return self._with_accumulate(0, fn)
+
+    def and_accumulate0(self, fn: Callable[[A, Any], A]) -> AggregateOperation[A, R]:
+        return self._with_accumulate(0, fn)
+
+    def and_accumulate1(self, fn: Callable[[A, Any], A]) -> AggregateOperation[A, R]:
+        return self._with_accumulate(1, fn)
+
+    def and_accumulate2(self, fn: Callable[[A, Any], A]) -> AggregateOperation[A, R]:
+        return self._with_accumulate(2, fn)
+
+    def and_accumulate_at(self, ordinal: int, fn: Callable[[A, Any], A]) -> AggregateOperation[A, R]:
+        """``fn(acc, item) -> acc`` for items of input ``ordinal``."""
+        return self._with_accumulate(ordinal, fn)
+
+    def _with_accumulate(self, ordinal: int, fn: Callable[[A, Any], A]) -> AggregateOperation[A, R]:
+        if not callable(fn):
+            raise TypeError(f"accumulate function for input {ordinal} must be callable, got {fn!r}")
+        fns = list(self.accumulate_fns) + [None] * max(0, ordinal + 1 - len(self.accumulate_fns))
+        fns[ordinal] = fn
+        return dataclasses.replace(self, accumulate_fns=tuple(fns))
+
+    def and_combine(self, fn: Callable[[A, A], A]) -> AggregateOperation[A, R]:
+        """``fn(left, right) -> acc``: merge two partial accumulators."""
+        return dataclasses.replace(self, combine_fn=fn)
+
+    def and_deduct(self, fn: Callable[[A, A], A]) -> AggregateOperation[A, R]:
+        """``fn(acc, other) -> acc``: undo ``combine(acc, other)`` (optional)."""
+        return dataclasses.replace(self, deduct_fn=fn)
+
+    def and_export(self, fn: Callable[[A], Any]) -> AggregateOperation[A, Any]:
+        """``fn(acc) -> result`` that leaves ``acc`` usable (window early results)."""
+        return self._with_results(fn, self.finish_fn)
+
+    def and_finish(self, fn: Callable[[A], Any]) -> AggregateOperation[A, Any]:
+        """``fn(acc) -> result`` called once at the end; may reuse ``acc``."""
+        return self._with_results(self.export_fn, fn)
+
+    def and_export_finish(self, fn: Callable[[A], R2]) -> AggregateOperation[A, R2]:
+        """Set both export and finish to ``fn``."""
+        return self._with_results(fn, fn)
+
+    def _with_results(
+        self, export: Callable[[A], R2], finish: Callable[[A], R2]
+    ) -> AggregateOperation[A, R2]:
+        return AggregateOperation(
+            self.create_fn, self.accumulate_fns, self.combine_fn, self.deduct_fn, export, finish
+        )
+
+    def and_then(self, fn: Callable[[R], R2]) -> AggregateOperation[A, R2]:
+        """Apply ``fn`` to the result of export and finish."""
+        export, finish = self.export_fn, self.finish_fn
+        return self._with_results(lambda acc: fn(export(acc)), lambda acc: fn(finish(acc)))
+
+    @property
+    def arity(self) -> int:
+        """How many inputs this operation accumulates."""
+        return len(self.accumulate_fns)
+
+    def accumulate_fn(self, ordinal: int = 0) -> Callable[[A, Any], A]:
+        """The accumulate function for input ``ordinal``; a clear error if there is none."""
+        fn = self.accumulate_fns[ordinal] if ordinal < len(self.accumulate_fns) else None
+        if fn is None:
+            raise ValueError(f"this aggregate operation has no accumulate function for input {ordinal}")
+        return fn
+
+    def require_combine(self) -> Callable[[A, A], A]:
+        """The combine function; a clear error for operations that cannot combine."""
+        if self.combine_fn is None:
+            raise ValueError(
+                "this aggregate operation has no combine function, so it cannot run in two stages; "
+                "add one with .and_combine(fn)"
+            )
+        return self.combine_fn

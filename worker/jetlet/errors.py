@@ -1,0 +1,29 @@
+"""The errors jetlet raises to users."""
+
+from __future__ import annotations
+
+
+class JetletError(Exception):
+    """Base of jetlet's own errors."""
+
+
+class JobFailedError(JetletError):
+    """A job failed; ``remote_traceback`` is the failing user code's traceback as text.
+
+    In the embedded instance the original exception is also chained as
+    ``__cause__``, so Python prints the user's own frames (file and line).
+    """
+
+    def __init__(self, message: str, remote_traceback: str = "") -> None:
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.remote_traceback:
+            text += "\n\nTraceback of the failure in the job:\n" + self.remote_traceback.rstrip()
+        return text
+
+
+class JobCancelledError(JetletError):
+    """The job was cancelled (by the user, or because it ran past ``timeout_millis``)."""
