@@ -30,6 +30,7 @@ harness delivers the items before it and then calls
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -212,7 +213,8 @@ class TestSupport:
             for ordinal, (expected, got) in enumerate(zip(self._expected, actual, strict=True)):
                 if not self._matches(expected, got):
                     raise AssertionError(
-                        f"mode '{name}': output ordinal {ordinal} differs\n  expected: {expected!r}\n  actual:   {got!r}"
+                        f"mode '{name}': output ordinal {ordinal} differs\n"
+                        f"  expected: {expected!r}\n  actual:   {got!r}"
                     )
 
     def _matches(self, expected: list[Any], actual: list[Any]) -> bool:
@@ -290,11 +292,17 @@ class _Run:
         priorities = spec._priorities or [0] * len(ordinals)
         for ordinal in sorted(ordinals, key=lambda o: (priorities[o], o)):
             self._feed(ordinal, spec._inputs[ordinal])
-            self._until_true(f"complete_edge({ordinal})", lambda o=ordinal: self.processor.complete_edge(o))
+            self._until_true(f"complete_edge({ordinal})", functools.partial(self._complete_edge, ordinal))
         if spec._call_complete:
             self._until_true("complete()", self.processor.complete)
         self.processor.close()
         return self.outputs
+
+    def _process_watermark(self, watermark: wm.Watermark) -> bool:
+        return self.processor.try_process_watermark(watermark)
+
+    def _complete_edge(self, ordinal: int) -> bool:
+        return self.processor.complete_edge(ordinal)
 
     def _feed(self, ordinal: int, items: list[Any]) -> None:
         inbox = inbox_mod.Inbox()
@@ -303,11 +311,12 @@ class _Run:
             item = items[position]
             if isinstance(item, wm.Watermark):
                 self._until_true(
-                    f"try_process_watermark({item})", lambda w=item: self.processor.try_process_watermark(w)
+                    f"try_process_watermark({item})",
+                    functools.partial(self._process_watermark, item),
                 )
                 position += 1
                 continue
-            chunk = []
+            chunk: list[Any] = []
             while position < len(items) and len(chunk) < self.spec._input_batch:
                 if isinstance(items[position], wm.Watermark):
                     break
@@ -326,7 +335,8 @@ class _Run:
             _, emitted = self._call(f"process({ordinal})", lambda: self.processor.process(ordinal, inbox))
             if self.spec._progress and emitted == 0 and len(inbox) == before:
                 raise AssertionError(
-                    f"process({ordinal}) neither took an item from the inbox nor emitted anything (no progress)"
+                    f"process({ordinal}) neither took an item from the inbox nor emitted anything "
+                    "(no progress)"
                 )
         raise AssertionError(f"process({ordinal}) never emptied the inbox")
 
@@ -337,8 +347,7 @@ class _Run:
             self.outbox.blocked = self.blocking and self.calls % 2 == 0
             done = self.processor.save_to_snapshot()
             self.outbox.blocked = False
-            if self.outbox.drain(self.outputs, saved):
-                pass
+            self.outbox.drain(self.outputs, saved)
             if done:
                 break
         else:
