@@ -1,0 +1,153 @@
+"""The planner: a pipeline's transforms become a Core DAG (Jet's ``Planner``).
+
+Planning runs small named passes over the pipeline graph, then lets every
+transform add itself to the DAG:
+
+1. ``check``: every stage leads to a sink, nothing dangles (plan-time errors
+   name the stage);
+2. ``fuse``: chains of stateless transforms (map, filter, flat_map, peek)
+   where each link has one consumer and one producer, the same parallelism
+   and no rebalance between them, become one ``fused(...)`` transform that
+   runs the whole chain over each batch;
+3. ``add_to_dag``: in topological order, each transform adds its vertices
+   (one, or two for two-stage aggregation) and the edges from its upstream
+   transforms' vertices, via :meth:`Planner.add_edges`.
+
+With ``preserve_order`` the planner connects stateless transforms with
+isolated edges and gives them their upstream vertex's parallelism, so each
+lane keeps the source's order (Jet's behaviour); keyed stages and
+``rebalance`` are still free to change the parallelism.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from jetlet._planner import fusion
+from jetlet._planner import transforms as tf
+from jetlet.core import dag as dag_mod
+from jetlet.core import edge as edge_mod
+
+
+class PlanningError(ValueError):
+    """The pipeline cannot be planned; the message names the stage."""
+
+
+class Planner:
+    """Builds one DAG from one pipeline graph."""
+
+    def __init__(self, graph: dict[tf.Transform, list[tf.Transform]], preserve_order: bool = False) -> None:
+        self.graph = graph
+        self.upstream: dict[tf.Transform, list[tf.Transform]] = {t: list(t.upstream) for t in graph}
+        """Each transform's inputs as planned (fusion rewires these, never the transforms)."""
+        self.preserve_order = preserve_order
+        self.dag = dag_mod.DAG()
+        self.vertex_of: dict[tf.Transform, dag_mod.Vertex] = {}
+        self._next_output: dict[str, int] = {}
+        self._names: set[str] = set()
+
+    def create_dag(self) -> dag_mod.DAG:
+        self._check()
+        self.graph, self.upstream = fusion.fuse(self.graph, self.upstream)
+        for transform in topological_order(self.graph, self.upstream):
+            transform.add_to_dag(self)
+        return self.dag
+
+    def _check(self) -> None:
+        for transform, downstream in self.graph.items():
+            if not downstream and not isinstance(transform, tf.SinkTransform):
+                raise PlanningError(
+                    f"stage {transform.name!r} leads to no sink: add .write_to(sink) after it, or remove it"
+                )
+
+    def unique_name(self, name: str) -> str:
+        """``name``, or ``name-2``, ``name-3``... if a vertex already has it."""
+        candidate = name
+        index = 2
+        while candidate in self._names:
+            candidate = f"{name}-{index}"
+            index += 1
+        self._names.add(candidate)
+        return candidate
+
+    def add_vertex(
+        self, transform: tf.Transform, name: str, local_parallelism: int, supplier: object
+    ) -> dag_mod.Vertex:
+        """Add a vertex for ``transform`` (the last one added is the one downstream edges leave)."""
+        vertex = self.dag.new_vertex(self.unique_name(name), supplier, local_parallelism)
+        self.vertex_of[transform] = vertex
+        return vertex
+
+    def add_edges(
+        self,
+        transform: tf.Transform,
+        to_vertex: dag_mod.Vertex,
+        configure: Callable[[edge_mod.Edge, int], object] | None = None,
+    ) -> None:
+        """Connect every upstream transform's vertex to ``to_vertex``, input ordinal = upstream index.
+
+        ``configure(edge, ordinal)`` sets the routing; without it the edge is
+        the upstream's rebalance choice, else isolated under
+        ``preserve_order``, else local unicast.
+        """
+        for ordinal, upstream in enumerate(self.upstream[transform]):
+            edge = self.edge_from(upstream, to_vertex, ordinal)
+            if upstream.rebalance:
+                if upstream.rebalance_key is None:
+                    edge.unicast().distributed()
+                else:
+                    edge.partitioned(upstream.rebalance_key).distributed()
+            elif configure is not None:
+                configure(edge, ordinal)
+            elif self.preserve_order:
+                edge.isolated()
+            self.dag.edge(edge)
+
+    def edge_from(
+        self, upstream: tf.Transform, to_vertex: dag_mod.Vertex, dest_ordinal: int
+    ) -> edge_mod.Edge:
+        """A new edge from ``upstream``'s vertex's next free output to ``to_vertex``."""
+        edge = self.edge_from_vertex(self.vertex_of[upstream], to_vertex)
+        return edge.to(to_vertex, dest_ordinal)
+
+    def edge_from_vertex(self, from_vertex: dag_mod.Vertex, to_vertex: dag_mod.Vertex) -> edge_mod.Edge:
+        """A new edge between two vertices this transform added itself (e.g. prepare -> combine)."""
+        source_ordinal = self._next_output.get(from_vertex.name, 0)
+        self._next_output[from_vertex.name] = source_ordinal + 1
+        return edge_mod.Edge.from_vertex(from_vertex, source_ordinal).to(to_vertex, 0)
+
+    def inherited_parallelism(self, transform: tf.Transform) -> int:
+        """Under ``preserve_order``, the parallelism a stateless transform must take from upstream."""
+        inputs = self.upstream[transform]
+        if not self.preserve_order or not inputs or transform.local_parallelism != -1:
+            return transform.local_parallelism
+        upstream = self.vertex_of[inputs[0]]
+        if upstream.local_parallelism != -1:
+            return upstream.local_parallelism
+        return upstream.meta_supplier.preferred_local_parallelism()
+
+
+def topological_order(
+    graph: dict[tf.Transform, list[tf.Transform]], upstream: dict[tf.Transform, list[tf.Transform]]
+) -> list[tf.Transform]:
+    """Transforms with every upstream before its downstream; ties in creation order."""
+    in_degree = {t: len(upstream[t]) for t in graph}
+    ready = [(t.sequence, t) for t, degree in in_degree.items() if degree == 0]
+    heapq.heapify(ready)
+    order: list[tf.Transform] = []
+    while ready:
+        _, transform = heapq.heappop(ready)
+        order.append(transform)
+        for downstream in graph[transform]:
+            in_degree[downstream] -= 1
+            if in_degree[downstream] == 0:
+                heapq.heappush(ready, (downstream.sequence, downstream))
+    if len(order) != len(graph):
+        raise PlanningError("the pipeline has a cycle")
+    return order
+
+
+def plan(graph: dict[tf.Transform, list[tf.Transform]], preserve_order: bool = False) -> dag_mod.DAG:
+    """Plan a pipeline graph into a DAG."""
+    return Planner(dict(graph), preserve_order).create_dag()
