@@ -1,0 +1,188 @@
+"""Stateful map, filter and flat-map: a state object per key (Jet's ``mapStateful``).
+
+``create_fn()`` makes the state object of a key the first time the key is
+seen; the user function receives it with each item and may change it (so it
+is a mutable object: a list, a dict, a small class). Every key's state is
+saved to snapshots under the key, so it can be restored onto any number of
+processors.
+
+*Timestamped* processors receive ``(timestamp, item)`` events (the
+pipeline's representation of a stream with timestamps) and emit
+``(timestamp, result)``. With a ``ttl`` they also evict state: when the
+watermark passes a key's latest event time plus ``ttl``, the key's state is
+dropped and ``on_evict_fn(state, key, watermark)`` may emit a last result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+from jetlet.core import inbox as inbox_mod
+from jetlet.core import processor
+from jetlet.core import watermark as wm
+
+KeyFn = Callable[[Any], Hashable]
+
+MAP = "map"
+FILTER = "filter"
+FLAT_MAP = "flat-map"
+
+
+class StatefulP(processor.Processor):
+    """One state per key; ``kind`` is "map", "filter" or "flat-map"."""
+
+    def __init__(
+        self,
+        kind: str,
+        key_fn: KeyFn | None,
+        create_fn: Callable[[], Any],
+        fn: Callable[..., Any],
+        timestamped: bool,
+        ttl: int = 0,
+        on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+    ) -> None:
+        if kind not in (MAP, FILTER, FLAT_MAP):
+            raise ValueError(f"unknown stateful kind {kind!r}")
+        if ttl and not timestamped:
+            raise ValueError("a state ttl needs timestamps: it is measured in event time")
+        self._kind = kind
+        self._key_fn = key_fn
+        self._create = create_fn
+        self._fn = fn
+        self._timestamped = timestamped
+        self._ttl = ttl
+        self._on_evict = on_evict_fn
+        self._states: dict[Any, list[Any]] = {}  # key -> [state, latest event time]
+        self._pending: list[Any] = []
+        self._pending_watermark: wm.Watermark | None = None
+        self._snapshot: Iterator[tuple[Any, list[Any]]] | None = None
+        self._unsaved: tuple[Any, list[Any]] | None = None
+
+    def _apply(self, key: Any, state: Any, item: Any) -> Any:
+        fn = self._fn
+        if self._key_fn is None:
+            return fn(state, item)
+        return fn(state, key, item)
+
+    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        # As in ChainP: a chunk's last item stays in the inbox until the
+        # chunk's outputs are all emitted, so an empty inbox means nothing is held.
+        if self._pending:
+            if not self._flush():
+                return
+            inbox.remove()
+        outbox = self.outbox
+        states = self._states
+        key_fn = self._key_fn
+        kind = self._kind
+        timestamped = self._timestamped
+        while inbox:
+            room = outbox.room()
+            if room <= 0:
+                return
+            chunk: list[Any] = []
+            inbox.drain_to(chunk, min(room, len(inbox)) - 1)
+            chunk.append(inbox.peek())
+            out: list[Any] = []
+            for element in chunk:
+                ts, item = element if timestamped else (0, element)
+                key = None if key_fn is None else key_fn(item)
+                slot = states.get(key)
+                if slot is None:
+                    slot = states[key] = [self._create(), ts]
+                elif ts > slot[1]:
+                    slot[1] = ts
+                result = self._apply(key, slot[0], item)
+                if kind == FILTER:
+                    if result:
+                        out.append(element)
+                elif kind == MAP:
+                    if result is not None:
+                        out.append((ts, result) if timestamped else result)
+                elif result is not None:
+                    out.extend([(ts, r) for r in result] if timestamped else result)
+            self._pending = out
+            if not self._flush():
+                return
+            inbox.remove()
+
+    def _flush(self) -> bool:
+        pending = self._pending
+        if not pending:
+            return True
+        taken = self.outbox.offer_batch(pending)
+        self._pending = pending[taken:] if taken < len(pending) else []
+        return not self._pending
+
+    def try_process_watermark(self, watermark: wm.Watermark) -> bool:
+        if not self._flush():
+            return False
+        if self._ttl and self._pending_watermark is not watermark:
+            self._pending_watermark = watermark
+            self._pending = self._evict(watermark.timestamp)
+            if not self._flush():
+                return False
+        if not self.outbox.offer(watermark):
+            return False
+        self._pending_watermark = None
+        return True
+
+    def _evict(self, watermark: int) -> list[Any]:
+        limit = watermark - self._ttl
+        expired = [key for key, slot in self._states.items() if slot[1] < limit]
+        out: list[Any] = []
+        for key in expired:
+            state, _ = self._states.pop(key)
+            if self._on_evict is None:
+                continue
+            result = self._on_evict(state, key, watermark)
+            if result is None:
+                continue
+            if self._kind == FLAT_MAP:
+                out.extend((watermark, r) for r in result)
+            elif self._kind == MAP:
+                out.append((watermark, result))
+        return out
+
+    def complete(self) -> bool:
+        return self._flush()
+
+    def save_to_snapshot(self) -> bool:
+        if self._snapshot is None:
+            self._snapshot = iter(list(self._states.items()))
+            self._unsaved = None
+        offer = self.outbox.offer_to_snapshot
+        entry = self._unsaved if self._unsaved is not None else next(self._snapshot, None)
+        while entry is not None:
+            if not offer(entry[0], entry[1]):
+                self._unsaved = entry
+                return False
+            entry = next(self._snapshot, None)
+        self._snapshot = None
+        self._unsaved = None
+        return True
+
+    def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        for key, slot in inbox.take_all():
+            if key in self._states:
+                raise ValueError(f"the snapshot holds the state of key {key!r} twice")
+            self._states[key] = list(slot)
+
+
+def stateful_p(
+    kind: str,
+    key_fn: KeyFn | None,
+    create_fn: Callable[[], Any],
+    fn: Callable[..., Any],
+    timestamped: bool = False,
+    ttl: int = 0,
+    on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+) -> processor.ProcessorFactory:
+    """A factory of :class:`StatefulP`; see the module doc.
+
+    ``fn`` is ``fn(state, key, item)`` when ``key_fn`` is given, else
+    ``fn(state, item)``; it returns a result (map), a truth value (filter) or
+    an iterable (flat-map), None meaning nothing.
+    """
+    return lambda: StatefulP(kind, key_fn, create_fn, fn, timestamped, ttl, on_evict_fn)
