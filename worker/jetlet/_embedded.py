@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from jetlet import config, errors
+from jetlet import _store, config, errors, observable
 from jetlet import job as job_mod
 from jetlet._execution import execution_plan, execution_service
 from jetlet.core import dag as dag_mod
@@ -80,7 +80,14 @@ class EmbeddedJob(job_mod.Job):
         self._status = job_mod.JobStatus.STARTING
         try:
             self.plan = execution_plan.build(
-                self.dag, self._id, self._name, self.config, instance.config, member_index=0, member_count=1
+                self.dag,
+                self._id,
+                self._name,
+                self.config,
+                instance.config,
+                member_index=0,
+                member_count=1,
+                data_store=instance.store,
             )
         except BaseException as exc:
             self.tracker.fail(exc, "planning")
@@ -144,6 +151,7 @@ class EmbeddedInstance:
         self._ids = itertools.count(int.from_bytes(os.urandom(6), "big") << 16)
         self._lock = threading.Lock()
         self._closed = False
+        self.store = _store.DataStore()
 
     def new_job(self, definition: Any, job_config: config.JobConfig | None = None) -> EmbeddedJob:
         """Submit a DAG (or a Pipeline) and start it; returns at once with the job handle."""
@@ -171,6 +179,18 @@ class EmbeddedInstance:
                 return self._jobs.get(key)
             named = [j for j in self._jobs.values() if j.name == key or j.id_string == key]
         return max(named, key=lambda j: j.submission_time) if named else None
+
+    def get_list(self, name: str) -> list[Any]:
+        """The named list that ``Sinks.list(name)`` writes and ``Sources.list(name)`` reads."""
+        return self.store.get_list(name)
+
+    def get_map(self, name: str) -> dict[Any, Any]:
+        """The named map that ``Sinks.map(name)`` writes."""
+        return self.store.get_map(name)
+
+    def get_observable(self, name: str) -> observable.Observable[Any]:
+        """The named observable that ``Sinks.observable(name)`` publishes to."""
+        return self.store.get_observable(name)
 
     def get_jobs(self) -> list[EmbeddedJob]:
         with self._lock:

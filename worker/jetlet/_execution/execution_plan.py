@@ -65,6 +65,7 @@ def build(
     instance: config.InstanceConfig,
     member_index: int = 0,
     member_count: int = 1,
+    data_store: Any = None,
 ) -> ExecutionPlan:
     """Plan ``dag`` for the member ``member_index`` of ``member_count``."""
     order = dag.validate()
@@ -87,6 +88,7 @@ def build(
             processing_guarantee=job_config.processing_guarantee,
             job_arguments=job_config.arguments,
             logger=logger,
+            data_store=data_store,
         )
         meta = vertex.meta_supplier
         meta.init(meta_context)

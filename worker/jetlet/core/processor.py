@@ -53,6 +53,8 @@ class MetaSupplierContext:
     processing_guarantee: config.ProcessingGuarantee
     job_arguments: Mapping[str, Any]
     logger: logging.Logger
+    data_store: Any = dataclasses.field(default=None, kw_only=True, compare=False)
+    """The member's named lists, maps and observables (None outside a member)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,16 @@ from typing import Any, Generic, TypeVar
 
 from jetlet.core import processor as proc
 from jetlet.core import processors
+from jetlet.core.processors import store
+
+
+def _first(item: Any) -> Any:
+    return item[0]
+
+
+def _second(item: Any) -> Any:
+    return item[1]
+
 
 T = TypeVar("T")
 
@@ -23,6 +33,50 @@ class Sink(Generic[T]):
 
 class Sinks:
     """Factories of the built-in sinks."""
+
+    @staticmethod
+    def list(name: str) -> Sink[Any]:
+        """Appends results to the instance's named list (``instance.get_list(name)``)."""
+        return Sink(f"listSink({name})", proc.ProcessorMetaSupplier.of(store.list_sink_p(name)))
+
+    @staticmethod
+    def map(
+        name: str,
+        key_fn: Callable[[Any], Any] = _first,
+        value_fn: Callable[[Any], Any] = _second,
+    ) -> Sink[Any]:
+        """Puts results into the named map: ``(key, value)`` tuples by default, replacing old values."""
+        return Sink(
+            f"mapSink({name})", proc.ProcessorMetaSupplier.of(store.map_sink_p(name, key_fn, value_fn))
+        )
+
+    @staticmethod
+    def map_with_merging(
+        name: str,
+        merge_fn: Callable[[Any, Any], Any],
+        key_fn: Callable[[Any], Any] = _first,
+        value_fn: Callable[[Any], Any] = _second,
+    ) -> Sink[Any]:
+        """Like :meth:`map`, but ``merge_fn(old, new)`` where the key already has a value."""
+        return Sink(
+            f"mapWithMergingSink({name})",
+            proc.ProcessorMetaSupplier.of(store.map_sink_p(name, key_fn, value_fn, merge_fn)),
+        )
+
+    @staticmethod
+    def map_with_updating(
+        name: str, update_fn: Callable[[Any, Any], Any], key_fn: Callable[[Any], Any] = _first
+    ) -> Sink[Any]:
+        """``update_fn(old_value_or_None, item)`` becomes the key's value."""
+        return Sink(
+            f"mapWithUpdatingSink({name})",
+            proc.ProcessorMetaSupplier.of(store.map_update_sink_p(name, key_fn, update_fn)),
+        )
+
+    @staticmethod
+    def observable(name: str) -> Sink[Any]:
+        """Streams results to clients reading ``instance.get_observable(name)``."""
+        return Sink(f"observableSink({name})", store.observable_sink_p(name))
 
     @staticmethod
     def to_list(target: list[Any]) -> Sink[Any]:

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from jetlet.core import processor as proc
 from jetlet.core import processors
+from jetlet.core.processors import store
 
 T = TypeVar("T")
 
@@ -46,6 +47,11 @@ class Sources:
         """The given items (split among the source's processors)."""
         frozen = list(items)
         return BatchSource("items", processors.source_from_iterable(frozen))
+
+    @staticmethod
+    def list(name: str) -> BatchSource[Any]:
+        """The items of the instance's named list (``instance.get_list(name)``)."""
+        return BatchSource(f"listSource({name})", store.list_source_p(name))
 
     @staticmethod
     def from_iterable(iterable: Iterable[T], name: str = "iterable") -> BatchSource[T]:
