@@ -99,13 +99,18 @@ class Observable(Generic[T]):
         return self._done
 
     def iterate(self, timeout: float | None = None) -> Iterator[T]:
-        """Every result in order, waiting for more until completion; ``TimeoutError`` after ``timeout`` idle seconds."""
+        """Every result in order, waiting for more until completion.
+
+        Raises ``TimeoutError`` if ``timeout`` seconds pass with no new result,
+        and the job's error if it failed.
+        """
         position = 0
         while True:
             with self._changed:
-                if position >= len(self._items) and not self._done:
-                    if not self._changed.wait_for(lambda: position < len(self._items) or self._done, timeout):
-                        raise TimeoutError(f"observable {self.name!r}: no result for {timeout} s")
+                seen = position
+                arrived = self._changed.wait_for(lambda: seen < len(self._items) or self._done, timeout)
+                if not arrived:
+                    raise TimeoutError(f"observable {self.name!r}: no result for {timeout} s")
                 batch = self._items[position:]
                 done, error = self._done, self._error
             yield from batch
