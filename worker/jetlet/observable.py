@@ -14,6 +14,7 @@ published, so a reader that arrives late still sees them all, in order.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Callable, Iterator
@@ -107,8 +108,7 @@ class Observable(Generic[T]):
         position = 0
         while True:
             with self._changed:
-                seen = position
-                arrived = self._changed.wait_for(lambda: seen < len(self._items) or self._done, timeout)
+                arrived = self._changed.wait_for(functools.partial(self._has_news, position), timeout)
                 if not arrived:
                     raise TimeoutError(f"observable {self.name!r}: no result for {timeout} s")
                 batch = self._items[position:]
@@ -119,6 +119,9 @@ class Observable(Generic[T]):
                 if error is not None:
                     raise error
                 return
+
+    def _has_news(self, position: int) -> bool:
+        return position < len(self._items) or self._done
 
     def __iter__(self) -> Iterator[T]:
         return self.iterate()
