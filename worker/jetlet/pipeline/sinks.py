@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -79,7 +80,7 @@ class Sinks:
         return Sink(f"observableSink({name})", store.observable_sink_p(name))
 
     @staticmethod
-    def to_list(target: list[Any]) -> Sink[Any]:
+    def to_list(target: builtins.list[Any]) -> Sink[Any]:
         """Appends results to a list of this process (embedded instance only)."""
         return Sink("listSink", proc.ProcessorMetaSupplier.of(processors.list_sink_p(target)))
 
