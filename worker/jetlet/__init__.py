@@ -1,14 +1,23 @@
 """jetlet: a distributed stream and batch processor for Python, on the design of Hazelcast Jet.
 
-Build a DAG (``jetlet.core``) and run it on an instance::
+Write a pipeline (``jetlet.pipeline``) or build a DAG (``jetlet.core``) and
+run it on an instance::
 
     import jetlet
+    from jetlet import AggregateOperations, Pipeline, Sinks, Sources
+
+    p = Pipeline()
+    p.read_from(Sources.items("a", "b", "a")).grouping_key(str).aggregate(
+        AggregateOperations.counting()
+    ).write_to(Sinks.map("counts"))
     with jetlet.embedded() as jet:
-        jet.new_job(dag).join()
+        jet.new_job(p).join()
+        assert jet.get_map("counts") == {"a": 2, "b": 1}
 """
 
 from __future__ import annotations
 
+from jetlet import aggregate as AggregateOperations
 from jetlet._embedded import EmbeddedInstance, embedded
 from jetlet.aggregate import AggregateOperation
 from jetlet.config import EdgeConfig, InstanceConfig, JobConfig, ProcessingGuarantee
@@ -26,8 +35,23 @@ from jetlet.core import (
     Vertex,
     Watermark,
 )
+from jetlet.datamodel import KeyedWindowResult, WindowResult
 from jetlet.errors import JetletError, JobCancelledError, JobFailedError
 from jetlet.job import Job, JobStatus
+from jetlet.pipeline import (
+    BatchSource,
+    BatchStage,
+    JoinClause,
+    Pipeline,
+    ServiceFactories,
+    ServiceFactory,
+    Sink,
+    Sinks,
+    Sources,
+    StreamSource,
+    StreamStage,
+    WindowDefinition,
+)
 
 __version__ = "0.1.0"
 
@@ -35,6 +59,9 @@ __all__ = [
     "DAG",
     "AbstractProcessor",
     "AggregateOperation",
+    "AggregateOperations",
+    "BatchSource",
+    "BatchStage",
     "Edge",
     "EdgeConfig",
     "EmbeddedInstance",
@@ -46,15 +73,27 @@ __all__ = [
     "JobConfig",
     "JobFailedError",
     "JobStatus",
+    "JoinClause",
+    "KeyedWindowResult",
     "Outbox",
+    "Pipeline",
     "ProcessingGuarantee",
     "Processor",
     "ProcessorContext",
     "ProcessorMetaSupplier",
     "ProcessorSupplier",
+    "ServiceFactories",
+    "ServiceFactory",
+    "Sink",
+    "Sinks",
+    "Sources",
+    "StreamSource",
+    "StreamStage",
     "Traverser",
     "Vertex",
     "Watermark",
+    "WindowDefinition",
+    "WindowResult",
     "__version__",
     "embedded",
 ]

@@ -123,6 +123,7 @@ class EmbeddedJob(job_mod.Job):
                 "receivedCount": t.received_count,
                 "emittedCount": t.emitted_count,
                 "topObservedWm": t.top_observed_watermark,
+                **t.processor.metrics(),
             }
             for t in self.plan.tasklets
         }

@@ -3,8 +3,8 @@
 Planning runs small named passes over the pipeline graph, then lets every
 transform add itself to the DAG:
 
-1. ``check``: every stage leads to a sink, nothing dangles (plan-time errors
-   name the stage);
+1. ``check``: every stage leads to a sink, nothing dangles, every user
+   function can be pickled (plan-time errors name the stage and function);
 2. ``fuse``: chains of stateless transforms (map, filter, flat_map, peek)
    where each link has one consumer and one producer, the same parallelism
    and no rebalance between them, become one ``fused(...)`` transform that
@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
 
 from jetlet._planner import fusion
 from jetlet._planner import transforms as tf
@@ -60,6 +63,8 @@ class Planner:
                 raise PlanningError(
                     f"stage {transform.name!r} leads to no sink: add .write_to(sink) after it, or remove it"
                 )
+            for fn in transform.user_fns:
+                _check_picklable(transform, fn)
 
     def unique_name(self, name: str) -> str:
         """``name``, or ``name-2``, ``name-3``... if a vertex already has it."""
@@ -151,3 +156,16 @@ def topological_order(
 def plan(graph: dict[tf.Transform, list[tf.Transform]], preserve_order: bool = False) -> dag_mod.DAG:
     """Plan a pipeline graph into a DAG."""
     return Planner(dict(graph), preserve_order).create_dag()
+
+
+def _check_picklable(transform: tf.Transform, fn: Callable[..., Any]) -> None:
+    """Functions travel to member processes as cloudpickle; find the ones that cannot, at plan time."""
+    try:
+        cloudpickle.dumps(fn)
+    except Exception as exc:  # cloudpickle raises whatever the captured object's pickling raises
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise PlanningError(
+            f"stage {transform.name!r}: function {name!r} cannot be pickled ({type(exc).__name__}: {exc}). "
+            "Jobs ship their functions to member processes; create locks, files, sockets and clients "
+            "inside the function or in a ServiceFactory instead of capturing them"
+        ) from exc

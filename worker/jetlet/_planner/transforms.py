@@ -14,18 +14,23 @@ item, and the timestamp rides along.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from jetlet import datamodel
+from jetlet import service as service_mod
 from jetlet.aggregate import operation as agg
+from jetlet.core import event_time, processors
 from jetlet.core import processor as proc
-from jetlet.core import processors
-from jetlet.core.processors import chain
+from jetlet.core.processors import chain, hash_join, session, sort, stateful, watermarks, windows
+from jetlet.core.processors import service as service_processors
 
 if TYPE_CHECKING:
     from jetlet._planner import planner as planner_mod
+    from jetlet.pipeline import window as window_mod
 
 KeyFn = Callable[[Any], Hashable]
 _sequence = itertools.count()
@@ -41,6 +46,8 @@ class Transform(abc.ABC):
         self.rebalance = False
         self.rebalance_key: KeyFn | None = None
         self.sequence = next(_sequence)
+        self.user_fns: list[Callable[..., Any]] = []
+        """The user's functions in this transform, checked for picklability at plan time."""
 
     @abc.abstractmethod
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
@@ -81,19 +88,19 @@ class SinkTransform(Transform):
 # -- stateless -----------------------------------------------------------------
 
 
-def _map_step(fn: Callable[[Any], Any], timestamped: bool) -> chain.BatchStep:
+def map_step(fn: Callable[[Any], Any], timestamped: bool) -> chain.BatchStep:
     if timestamped:
         return lambda batch: [(ts, r) for ts, item in batch if (r := fn(item)) is not None]
     return lambda batch: [r for item in batch if (r := fn(item)) is not None]
 
 
-def _filter_step(fn: Callable[[Any], bool], timestamped: bool) -> chain.BatchStep:
+def filter_step(fn: Callable[[Any], bool], timestamped: bool) -> chain.BatchStep:
     if timestamped:
         return lambda batch: [event for event in batch if fn(event[1])]
     return lambda batch: [item for item in batch if fn(item)]
 
 
-def _flat_map_step(fn: Callable[[Any], Iterable[Any] | None], timestamped: bool) -> chain.BatchStep:
+def flat_map_step(fn: Callable[[Any], Iterable[Any] | None], timestamped: bool) -> chain.BatchStep:
     if timestamped:
         return lambda batch: [(ts, r) for ts, item in batch for r in (fn(item) or ())]
     return lambda batch: [r for item in batch for r in (fn(item) or ())]
@@ -130,17 +137,17 @@ class StatelessTransform(Transform):
 
     @staticmethod
     def map(upstream: Transform, fn: Callable[[Any], Any], timestamped: bool) -> StatelessTransform:
-        return StatelessTransform("map", upstream, _map_step(fn, timestamped))
+        return StatelessTransform("map", upstream, map_step(fn, timestamped))
 
     @staticmethod
     def filter(upstream: Transform, fn: Callable[[Any], bool], timestamped: bool) -> StatelessTransform:
-        return StatelessTransform("filter", upstream, _filter_step(fn, timestamped))
+        return StatelessTransform("filter", upstream, filter_step(fn, timestamped))
 
     @staticmethod
     def flat_map(
         upstream: Transform, fn: Callable[[Any], Iterable[Any] | None], timestamped: bool
     ) -> StatelessTransform:
-        return StatelessTransform("flat-map", upstream, _flat_map_step(fn, timestamped))
+        return StatelessTransform("flat-map", upstream, flat_map_step(fn, timestamped))
 
     @staticmethod
     def peek(
@@ -290,3 +297,323 @@ class GroupAggregateTransform(Transform):
             processors.combine_by_key_p(self.op, self.map_to_output),
         )
         planner.dag.edge(planner.edge_from_vertex(prepare, combine).partitioned(_entry_key).distributed())
+
+
+# -- stateful and services -------------------------------------------------------
+
+
+class StatefulTransform(Transform):
+    """map/filter/flat-map with state: per key on a partitioned distributed edge, or one global state."""
+
+    def __init__(
+        self,
+        kind: str,
+        upstream: Transform,
+        key_fn: KeyFn | None,
+        create_fn: Callable[[], Any],
+        fn: Callable[..., Any],
+        timestamped: bool,
+        ttl: int = 0,
+        on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+    ) -> None:
+        suffix = "keyed" if key_fn is not None else "global"
+        super().__init__(f"{kind}-stateful-{suffix}", [upstream])
+        self.kind = kind
+        self.key_fn = key_fn
+        self.create_fn = create_fn
+        self.fn = fn
+        self.timestamped = timestamped
+        self.ttl = ttl
+        self.on_evict_fn = on_evict_fn
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        factory = stateful.stateful_p(
+            self.kind, self.key_fn, self.create_fn, self.fn, self.timestamped, self.ttl, self.on_evict_fn
+        )
+        key_fn = self.key_fn
+        if key_fn is None:
+            vertex = planner.add_vertex(
+                self, self.name, 1, proc.ProcessorMetaSupplier.force_total_parallelism_one(factory)
+            )
+            planner.add_edges(self, vertex, lambda edge, _: edge.all_to_one().distributed())
+            return
+        vertex = planner.add_vertex(self, self.name, self.local_parallelism, factory)
+        route = _event_key(key_fn) if self.timestamped else key_fn
+        planner.add_edges(self, vertex, lambda edge, _: edge.partitioned(route).distributed())
+
+
+def _event_key(key_fn: KeyFn) -> KeyFn:
+    return lambda event: key_fn(event[1])
+
+
+class ServiceTransform(Transform):
+    """``*_using_service``: a batch step built around a service (optionally keyed)."""
+
+    def __init__(
+        self,
+        kind: str,
+        upstream: Transform,
+        factory: service_mod.ServiceFactory[Any, Any],
+        make_step: Callable[[Any], chain.BatchStep],
+        key_fn: KeyFn | None = None,
+        timestamped: bool = False,
+    ) -> None:
+        super().__init__(f"{kind}-using-service", [upstream])
+        self.factory = factory
+        self.make_step = make_step
+        self.key_fn = key_fn
+        self.timestamped = timestamped
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        vertex = planner.add_vertex(
+            self,
+            self.name,
+            self.local_parallelism,
+            service_processors.using_service_p(self.factory, self.make_step),
+        )
+        key_fn = self.key_fn
+        if key_fn is None:
+            planner.add_edges(self, vertex)
+        else:
+            route = _event_key(key_fn) if self.timestamped else key_fn
+            planner.add_edges(self, vertex, lambda edge, _: edge.partitioned(route))
+
+
+class AsyncServiceTransform(Transform):
+    """``map_using_service_async``: bounded in-flight calls returning futures or coroutines."""
+
+    def __init__(
+        self,
+        upstream: Transform,
+        factory: service_mod.ServiceFactory[Any, Any],
+        fn: Callable[[Any, Any], Any],
+        max_concurrent_ops: int,
+        preserve_order: bool,
+        timestamped: bool,
+    ) -> None:
+        super().__init__("map-using-service-async", [upstream])
+        self.supplier = service_processors.map_using_service_async_p(
+            factory, fn, max_concurrent_ops, preserve_order, timestamped
+        )
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        vertex = planner.add_vertex(self, self.name, self.local_parallelism, self.supplier)
+        planner.add_edges(self, vertex)
+
+
+# -- event time and windows -------------------------------------------------------
+
+
+def _event_time(event: tuple[int, Any]) -> int:
+    return event[0]
+
+
+def _on_items(op: agg.AggregateOperation[Any, Any]) -> agg.AggregateOperation[Any, Any]:
+    """``op`` with every accumulate function applied to the item of a ``(ts, item)`` event."""
+
+    def unwrap(fn: Callable[[Any, Any], Any] | None) -> Callable[[Any, Any], Any] | None:
+        if fn is None:
+            return None
+        return lambda acc, event: fn(acc, event[1])
+
+    return dataclasses.replace(op, accumulate_fns=tuple(unwrap(fn) for fn in op.accumulate_fns))
+
+
+class TimestampTransform(Transform):
+    """Gives a stream event time: wraps items as ``(ts, item)`` events and inserts watermarks."""
+
+    def __init__(self, upstream: Transform, timestamp_fn: Callable[[Any], int], allowed_lag: int) -> None:
+        super().__init__("add-timestamps", [upstream])
+        self.timestamp_fn = timestamp_fn
+        self.allowed_lag = allowed_lag
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        policy = event_time.EventTimePolicy(timestamp_fn=self.timestamp_fn, allowed_lag=self.allowed_lag)
+        upstream = planner.vertex_of[planner.upstream[self][0]]
+        parallelism = self.local_parallelism
+        if parallelism == -1:
+            parallelism = upstream.local_parallelism
+        if parallelism == -1:
+            parallelism = upstream.meta_supplier.preferred_local_parallelism()
+        vertex = planner.add_vertex(self, self.name, parallelism, watermarks.insert_watermarks_p(policy))
+        planner.add_edges(self, vertex, lambda edge, _: edge.isolated())
+
+
+def _window_result(start: int, end: int, _key: Any, result: Any, is_early: bool) -> tuple[int, Any]:
+    return (end, datamodel.WindowResult(start, end, result, is_early))
+
+
+def _keyed_window_result(start: int, end: int, key: Any, result: Any, is_early: bool) -> tuple[int, Any]:
+    return (end, datamodel.KeyedWindowResult(start, end, key, result, is_early))
+
+
+def _global_key(_event: Any) -> None:
+    return None
+
+
+def _frame_key(entry: datamodel.TimestampedEntry[Any, Any]) -> Any:
+    return entry.key
+
+
+class WindowAggregateTransform(Transform):
+    """Windowed (co-)aggregation of timestamped streams, per key or global.
+
+    Sliding and tumbling windows run in two stages as in Jet: frames are
+    accumulated next to the data (local partitioned edge), then combined into
+    windows by key (distributed partitioned edge) and emitted when the
+    watermark passes each window's end. Session windows run in one stage,
+    partitioned by key. Results are ``(window end, WindowResult)`` events, or
+    ``KeyedWindowResult`` per key.
+    """
+
+    def __init__(
+        self,
+        upstream: Sequence[Transform],
+        key_fns: Sequence[KeyFn] | None,
+        window: window_mod.WindowDefinition,
+        op: agg.AggregateOperation[Any, Any],
+        name: str | None = None,
+    ) -> None:
+        default = f"{window.kind}-window" if key_fns is None else f"{window.kind}-window-by-key"
+        super().__init__(name or default, upstream)
+        self.keyed = key_fns is not None
+        self.key_fns: list[KeyFn] = (
+            [_event_key(fn) for fn in key_fns] if key_fns is not None else [_global_key] * len(self.upstream)
+        )
+        self.window = window
+        self.op = _on_items(op)
+
+    def _output(self) -> Callable[[int, int, Any, Any, bool], tuple[int, Any]]:
+        return _keyed_window_result if self.keyed else _window_result
+
+    def _route(self, edge: Any, ordinal: int) -> None:
+        if self.keyed:
+            edge.partitioned(self.key_fns[ordinal]).distributed()
+        else:
+            edge.all_to_one().distributed()
+
+    def _parallelism(self) -> tuple[int, Callable[[Any], Any]]:
+        if self.keyed:
+            return self.local_parallelism, lambda supplier: supplier
+        return 1, proc.ProcessorMetaSupplier.force_total_parallelism_one
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        window = self.window
+        timestamp_fns = [_event_time] * len(self.upstream)
+        early = window.early_results_period_millis
+        parallelism, wrap = self._parallelism()
+        if window.kind == "session":
+            vertex = planner.add_vertex(
+                self,
+                self.name,
+                parallelism,
+                wrap(
+                    session.aggregate_to_session_window_p(
+                        window.gap,
+                        self.key_fns,
+                        timestamp_fns,
+                        self.op,
+                        self._output(),
+                        early_results_period_ms=early,
+                    )
+                ),
+            )
+            planner.add_edges(self, vertex, self._route)
+            return
+        policy = event_time.sliding_win_policy(window.size, window.slide)
+        if self.op.combine_fn is None:
+            vertex = planner.add_vertex(
+                self,
+                self.name,
+                parallelism,
+                wrap(
+                    windows.aggregate_to_sliding_window_p(
+                        self.key_fns,
+                        timestamp_fns,
+                        policy,
+                        self.op,
+                        self._output(),
+                        early_results_period_ms=early,
+                    )
+                ),
+            )
+            planner.add_edges(self, vertex, self._route)
+            return
+        prepare = planner.add_vertex(
+            self,
+            f"{self.name}-prepare",
+            self.local_parallelism,
+            windows.accumulate_by_frame_p(self.key_fns, timestamp_fns, policy, self.op),
+        )
+        keys = self.key_fns
+        planner.add_edges(self, prepare, lambda edge, ordinal: edge.partitioned(keys[ordinal]))
+        combine = planner.add_vertex(
+            self,
+            self.name,
+            parallelism,
+            wrap(
+                windows.combine_to_sliding_window_p(
+                    policy, self.op, self._output(), early_results_period_ms=early
+                )
+            ),
+        )
+        edge = planner.edge_from_vertex(prepare, combine)
+        if self.keyed:
+            edge.partitioned(_frame_key).distributed()
+        else:
+            edge.all_to_one().distributed()
+        planner.dag.edge(edge)
+
+
+# -- joins and sorting ---------------------------------------------------------------
+
+
+class HashJoinTransform(Transform):
+    """Hash join: build sides broadcast to every processor with priority, probe side local."""
+
+    def __init__(
+        self,
+        probe: Transform,
+        builds: Sequence[Transform],
+        clauses: Sequence[hash_join.JoinClause],
+        map_to_output: Callable[..., Any],
+        inner: bool,
+        timestamped: bool,
+    ) -> None:
+        super().__init__("inner-hash-join" if inner else "hash-join", [probe, *builds])
+        self.clauses = list(clauses)
+        self.map_to_output = map_to_output
+        self.inner = inner
+        self.timestamped = timestamped
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        supplier = hash_join.hash_join_p(
+            self.clauses, self.map_to_output, inner=self.inner, timestamped=self.timestamped
+        )
+        vertex = planner.add_vertex(self, self.name, planner.inherited_parallelism(self), supplier)
+
+        def route(edge: Any, ordinal: int) -> None:
+            if ordinal > 0:
+                edge.broadcast().distributed().priority(-1)
+            elif planner.preserve_order:
+                edge.isolated()
+
+        planner.add_edges(self, vertex, route)
+
+
+class SortTransform(Transform):
+    """Sorts all items on one processor of the cluster."""
+
+    def __init__(self, upstream: Transform, key_fn: Callable[[Any], Any] | None, reverse: bool) -> None:
+        super().__init__("sort", [upstream])
+        self.key_fn = key_fn
+        self.reverse = reverse
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        vertex = planner.add_vertex(
+            self,
+            self.name,
+            1,
+            proc.ProcessorMetaSupplier.force_total_parallelism_one(sort.sort_p(self.key_fn, self.reverse)),
+        )
+        planner.add_edges(self, vertex, lambda edge, _: edge.all_to_one().distributed())

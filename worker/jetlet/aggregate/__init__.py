@@ -19,6 +19,49 @@ function *returns* the accumulator; a mutable accumulator returns itself.
 from __future__ import annotations
 
 from jetlet.aggregate.operation import AggregateOperation
-from jetlet.aggregate.operations import averaging, counting, summing, to_list
+from jetlet.aggregate.operations import (
+    all_of,
+    averaging,
+    bottom_n,
+    concatenating,
+    counting,
+    filtering,
+    flat_mapping,
+    grouping,
+    grouping_by,
+    linear_trend,
+    mapping,
+    max_by,
+    min_by,
+    pick_any,
+    reducing,
+    summing,
+    to_dict,
+    to_list,
+    to_set,
+    top_n,
+)
 
-__all__ = ["AggregateOperation", "averaging", "counting", "summing", "to_list"]
+__all__ = [
+    "AggregateOperation",
+    "all_of",
+    "averaging",
+    "bottom_n",
+    "concatenating",
+    "counting",
+    "filtering",
+    "flat_mapping",
+    "grouping",
+    "grouping_by",
+    "linear_trend",
+    "mapping",
+    "max_by",
+    "min_by",
+    "pick_any",
+    "reducing",
+    "summing",
+    "to_dict",
+    "to_list",
+    "to_set",
+    "top_n",
+]

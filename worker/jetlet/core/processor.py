@@ -150,6 +150,10 @@ class Processor:
     def close(self) -> None:
         """Release resources; called exactly once, also after failure or cancellation."""
 
+    def metrics(self) -> dict[str, int]:
+        """The processor's own counters (Jet's ``lateEventsDropped``, say), read by job metrics."""
+        return {}
+
 
 ProcessorFactory = Callable[[], Processor]
 """A zero-argument callable that makes one processor (Jet's ``SupplierEx<Processor>``)."""

@@ -2,20 +2,46 @@
 
 from __future__ import annotations
 
+from jetlet.core.processors.hash_join import JoinClause
 from jetlet.pipeline.pipeline import Pipeline
 from jetlet.pipeline.sinks import Sink, Sinks
 from jetlet.pipeline.sources import BatchSource, Sources, StreamSource
-from jetlet.pipeline.stages import BatchStage, BatchStageWithKey, GeneralStage, SinkStage
+from jetlet.pipeline.stages import (
+    AggregateBuilder,
+    BatchStage,
+    BatchStageWithKey,
+    GeneralStage,
+    GeneralStageWithKey,
+    HashJoinBuilder,
+    SinkStage,
+    StageWithWindow,
+    StreamSourceStage,
+    StreamStage,
+    StreamStageWithKey,
+)
+from jetlet.pipeline.window import WindowDefinition
+from jetlet.service import ServiceFactories, ServiceFactory
 
 __all__ = [
+    "AggregateBuilder",
     "BatchSource",
     "BatchStage",
     "BatchStageWithKey",
     "GeneralStage",
+    "GeneralStageWithKey",
+    "HashJoinBuilder",
+    "JoinClause",
     "Pipeline",
+    "ServiceFactories",
+    "ServiceFactory",
     "Sink",
     "SinkStage",
     "Sinks",
     "Sources",
+    "StageWithWindow",
     "StreamSource",
+    "StreamSourceStage",
+    "StreamStage",
+    "StreamStageWithKey",
+    "WindowDefinition",
 ]

@@ -44,7 +44,7 @@ class Pipeline:
     def read_from(self, source: sources_mod.BatchSource[T]) -> stages.BatchStage[T]: ...
 
     @overload
-    def read_from(self, source: sources_mod.StreamSource[T]) -> stages.GeneralStage[T]: ...
+    def read_from(self, source: sources_mod.StreamSource[T]) -> stages.StreamSourceStage[T]: ...
 
     def read_from(self, source: Any) -> Any:
         """Start a branch at ``source``."""
@@ -52,6 +52,10 @@ class Pipeline:
             transform = tf.SourceTransform(source.name, source.supplier)
             self._connect(transform)
             return stages.BatchStage(self, transform)
+        if isinstance(source, sources_mod.StreamSource):
+            transform = tf.SourceTransform(source.name, source.supplier)
+            self._connect(transform)
+            return stages.StreamSourceStage(self, transform, source.native_timestamps)
         raise TypeError(f"read_from needs a BatchSource or a StreamSource, got {type(source).__qualname__}")
 
     def write_to(self, sink: sinks_mod.Sink[Any], *stages_: stages.GeneralStage[Any]) -> stages.SinkStage:

@@ -11,18 +11,26 @@ internally; every user function still receives and returns bare items.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
+from jetlet import service as service_mod
 from jetlet._planner import transforms as tf
+from jetlet.aggregate import builder
 from jetlet.aggregate import operation as agg
+from jetlet.core.processors.hash_join import JoinClause
 from jetlet.pipeline import sinks as sinks_mod
+from jetlet.pipeline import window as window_mod
 
 if TYPE_CHECKING:
     from jetlet.pipeline import pipeline as pipeline_mod
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S")
+V = TypeVar("V")
 K = TypeVar("K", bound=Hashable)
 
 
@@ -37,6 +45,39 @@ def _entry(key: Any, value: Any) -> tuple[Any, Any]:
 def _check_callable(fn: object, stage: str, what: str) -> None:
     if not callable(fn):
         raise TypeError(f"stage {stage!r}: {what} must be callable, got {fn!r}")
+
+
+def _check_service(factory: object, stage: str) -> None:
+    if not isinstance(factory, service_mod.ServiceFactory):
+        raise TypeError(
+            f"stage {stage!r}: expected a ServiceFactory (see jetlet.ServiceFactories), got {factory!r}"
+        )
+
+
+def _rolling(
+    op: agg.AggregateOperation[Any, Any], keyed: bool
+) -> tuple[Callable[[], list[Any]], Callable[..., Any]]:
+    """State and function of a rolling aggregation: the accumulator lives in a one-slot list."""
+    if not isinstance(op, agg.AggregateOperation):
+        raise TypeError(f"rolling_aggregate needs an AggregateOperation, got {op!r}")
+    create, accumulate, export = op.create_fn, op.accumulate_fn(0), op.export_fn
+
+    def new_state() -> list[Any]:
+        return [create()]
+
+    if keyed:
+
+        def step_keyed(state: list[Any], key: Any, item: Any) -> tuple[Any, Any]:
+            state[0] = accumulate(state[0], item)
+            return (key, export(state[0]))
+
+        return new_state, step_keyed
+
+    def step(state: list[Any], item: Any) -> Any:
+        state[0] = accumulate(state[0], item)
+        return export(state[0])
+
+    return new_state, step
 
 
 class GeneralStage(Generic[T]):
@@ -57,19 +98,23 @@ class GeneralStage(Generic[T]):
         self._pipeline._connect(transform)
         return type(self)(self._pipeline, transform, self._timestamped)
 
+    def _derive_with(self, transform: tf.Transform, *user_fns: Callable[..., Any]) -> Any:
+        transform.user_fns = list(user_fns)
+        return self._derive(transform)
+
     def _map(self, fn: Callable[[Any], Any]) -> Any:
         _check_callable(fn, self.name, "the map function")
-        return self._derive(tf.StatelessTransform.map(self._transform, fn, self._timestamped))
+        return self._derive_with(tf.StatelessTransform.map(self._transform, fn, self._timestamped), fn)
 
     def _flat_map(self, fn: Callable[[Any], Iterable[Any] | None]) -> Any:
         _check_callable(fn, self.name, "the flat_map function")
-        return self._derive(tf.StatelessTransform.flat_map(self._transform, fn, self._timestamped))
+        return self._derive_with(tf.StatelessTransform.flat_map(self._transform, fn, self._timestamped), fn)
 
     def filter(self, predicate: Callable[[T], bool]) -> Self:
         """Keep the items for which ``predicate`` is true."""
         _check_callable(predicate, self.name, "the filter predicate")
-        derived: Self = self._derive(
-            tf.StatelessTransform.filter(self._transform, predicate, self._timestamped)
+        derived: Self = self._derive_with(
+            tf.StatelessTransform.filter(self._transform, predicate, self._timestamped), predicate
         )
         return derived
 
@@ -129,6 +174,174 @@ class GeneralStage(Generic[T]):
         """Send this stage's items to ``sink``."""
         return self._pipeline.write_to(sink, self)
 
+    # -- state -------------------------------------------------------------------
+    def map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], R | None]) -> Any:
+        """``fn(state, item)`` with one state object for the whole stage (on one processor)."""
+        return self._stateful("map", None, create_fn, fn)
+
+    def filter_stateful(self, create_fn: Callable[[], S], predicate: Callable[[S, T], bool]) -> Self:
+        """Keep the items for which ``predicate(state, item)`` holds; one global state."""
+        derived: Self = self._stateful("filter", None, create_fn, predicate)
+        return derived
+
+    def flat_map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], Iterable[R] | None]) -> Any:
+        """Every item of ``fn(state, item)``; one global state."""
+        return self._stateful("flat-map", None, create_fn, fn)
+
+    def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> Any:
+        """After each item, the aggregate of all items so far (one global accumulator)."""
+        create_fn, fn = _rolling(op, keyed=False)
+        return self._stateful("map", None, create_fn, fn)
+
+    def _stateful(
+        self,
+        kind: str,
+        key_fn: Callable[[Any], Hashable] | None,
+        create_fn: Callable[[], Any],
+        fn: Callable[..., Any],
+        ttl: int = 0,
+        on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+    ) -> Any:
+        _check_callable(create_fn, self.name, "the state create_fn")
+        _check_callable(fn, self.name, f"the {kind}_stateful function")
+        if not isinstance(ttl, int) or ttl < 0:
+            raise ValueError(f"stage {self.name!r}: ttl must be an int >= 0, got {ttl!r}")
+        if ttl and not self._timestamped:
+            raise ValueError(
+                f"stage {self.name!r}: a state ttl is measured in event time; add timestamps first"
+            )
+        if on_evict_fn is not None:
+            _check_callable(on_evict_fn, self.name, "the on_evict function")
+        transform = tf.StatefulTransform(
+            kind, self._transform, key_fn, create_fn, fn, self._timestamped, ttl, on_evict_fn
+        )
+        transform.user_fns = [create_fn, fn, *(f for f in (key_fn, on_evict_fn) if f is not None)]
+        return self._derive(transform)
+
+    # -- services ------------------------------------------------------------------
+    def map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, T], R | None]
+    ) -> Any:
+        """``fn(service, item)`` for each item; the service comes from ``factory``."""
+        return self._using_service("map", factory, fn, tf.map_step)
+
+    def filter_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], predicate: Callable[[V, T], bool]
+    ) -> Self:
+        """Keep the items for which ``predicate(service, item)`` holds."""
+        derived: Self = self._using_service("filter", factory, predicate, tf.filter_step)
+        return derived
+
+    def flat_map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, T], Iterable[R] | None]
+    ) -> Any:
+        """Every item of ``fn(service, item)``."""
+        return self._using_service("flat-map", factory, fn, tf.flat_map_step)
+
+    def map_using_service_async(
+        self,
+        factory: service_mod.ServiceFactory[Any, V],
+        fn: Callable[[V, T], Any],
+        max_concurrent_ops: int = 4,
+        preserve_order: bool = True,
+    ) -> Any:
+        """``fn(service, item)`` returns a coroutine or a future; at most ``max_concurrent_ops`` in flight."""
+        _check_service(factory, self.name)
+        _check_callable(fn, self.name, "the async service function")
+        if not isinstance(max_concurrent_ops, int) or max_concurrent_ops < 1:
+            raise ValueError(
+                f"stage {self.name!r}: max_concurrent_ops must be an int >= 1, got {max_concurrent_ops!r}"
+            )
+        transform = tf.AsyncServiceTransform(
+            self._transform, factory, fn, max_concurrent_ops, preserve_order, self._timestamped
+        )
+        transform.user_fns = [fn]
+        return self._derive(transform)
+
+    def _using_service(
+        self,
+        kind: str,
+        factory: service_mod.ServiceFactory[Any, Any],
+        fn: Callable[..., Any],
+        make: Callable[[Callable[[Any], Any], bool], Any],
+        key_fn: Callable[[Any], Hashable] | None = None,
+    ) -> Any:
+        _check_service(factory, self.name)
+        _check_callable(fn, self.name, f"the {kind}_using_service function")
+        timestamped = self._timestamped
+
+        def make_step(service: Any) -> Any:
+            return make(functools.partial(fn, service), timestamped)
+
+        transform = tf.ServiceTransform(kind, self._transform, factory, make_step, key_fn, timestamped)
+        transform.user_fns = [fn]
+        return self._derive(transform)
+
+    # -- joins ---------------------------------------------------------------------
+    def hash_join(
+        self,
+        build: BatchStage[Any],
+        clause: JoinClause,
+        map_to_output: Callable[[T, Any], R],
+    ) -> Any:
+        """Enrich each item with the ``build`` stage's matching item (None where none matches)."""
+        return self._hash_join([build], [clause], map_to_output, inner=False)
+
+    def inner_hash_join(
+        self,
+        build: BatchStage[Any],
+        clause: JoinClause,
+        map_to_output: Callable[[T, Any], R],
+    ) -> Any:
+        """Like :meth:`hash_join`, but items without a match are dropped."""
+        return self._hash_join([build], [clause], map_to_output, inner=True)
+
+    def hash_join2(
+        self,
+        build1: BatchStage[Any],
+        clause1: JoinClause,
+        build2: BatchStage[Any],
+        clause2: JoinClause,
+        map_to_output: Callable[[T, Any, Any], R],
+    ) -> Any:
+        """Join two build stages at once: ``map_to_output(item, match1, match2)``."""
+        return self._hash_join([build1, build2], [clause1, clause2], map_to_output, inner=False)
+
+    def hash_join_builder(self) -> HashJoinBuilder:
+        """Join any number of build stages; results come as ``map_to_output(item, ItemsByTag)``."""
+        return HashJoinBuilder(self)
+
+    def _hash_join(
+        self,
+        builds: list[BatchStage[Any]],
+        clauses: list[JoinClause],
+        map_to_output: Callable[..., Any],
+        inner: bool,
+    ) -> Any:
+        _check_callable(map_to_output, self.name, "the join's map_to_output function")
+        for build in builds:
+            if not isinstance(build, BatchStage):
+                raise TypeError(
+                    f"stage {self.name!r}: the build side of a hash join must be a batch stage, "
+                    f"got {type(build).__name__} {getattr(build, 'name', build)!r} (a stream never ends, "
+                    "so it cannot be loaded into the join's table)"
+                )
+            if build._pipeline is not self._pipeline:
+                raise ValueError(f"stage {self.name!r}: cannot join a stage of another pipeline")
+        for clause in clauses:
+            if not isinstance(clause, JoinClause):
+                raise TypeError(f"stage {self.name!r}: expected a JoinClause, got {clause!r}")
+        transform = tf.HashJoinTransform(
+            self._transform,
+            [build._transform for build in builds],
+            clauses,
+            map_to_output,
+            inner,
+            self._timestamped,
+        )
+        transform.user_fns = [map_to_output]
+        return self._derive(transform)
+
     def _bare(self) -> tf.Transform:
         """This stage's transform, unwrapping events for consumers that take bare items."""
         if not self._timestamped:
@@ -151,6 +364,85 @@ class BatchStage(GeneralStage[T]):
         stage: BatchStage[R] = self._flat_map(fn)
         return stage
 
+    def map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], R | None]) -> BatchStage[R]:
+        """``fn(state, item)`` with one state object for the whole stage (on one processor)."""
+        stage: BatchStage[R] = super().map_stateful(create_fn, fn)
+        return stage
+
+    def flat_map_stateful(
+        self, create_fn: Callable[[], S], fn: Callable[[S, T], Iterable[R] | None]
+    ) -> BatchStage[R]:
+        """Every item of ``fn(state, item)``; one global state."""
+        stage: BatchStage[R] = super().flat_map_stateful(create_fn, fn)
+        return stage
+
+    def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> BatchStage[R]:
+        """After each item, the aggregate of all items so far (one global accumulator)."""
+        stage: BatchStage[R] = super().rolling_aggregate(op)
+        return stage
+
+    def map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, T], R | None]
+    ) -> BatchStage[R]:
+        """``fn(service, item)`` for each item; the service comes from ``factory``."""
+        stage: BatchStage[R] = super().map_using_service(factory, fn)
+        return stage
+
+    def flat_map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, T], Iterable[R] | None]
+    ) -> BatchStage[R]:
+        """Every item of ``fn(service, item)``."""
+        stage: BatchStage[R] = super().flat_map_using_service(factory, fn)
+        return stage
+
+    def map_using_service_async(
+        self,
+        factory: service_mod.ServiceFactory[Any, V],
+        fn: Callable[[V, T], Any],
+        max_concurrent_ops: int = 4,
+        preserve_order: bool = True,
+    ) -> BatchStage[Any]:
+        """``fn(service, item)`` returns a coroutine or a future; at most ``max_concurrent_ops`` in flight."""
+        stage: BatchStage[Any] = super().map_using_service_async(
+            factory, fn, max_concurrent_ops, preserve_order
+        )
+        return stage
+
+    def hash_join(
+        self, build: BatchStage[Any], clause: JoinClause, map_to_output: Callable[[T, Any], R]
+    ) -> BatchStage[R]:
+        """Enrich each item with the ``build`` stage's matching item (None where none matches)."""
+        stage: BatchStage[R] = super().hash_join(build, clause, map_to_output)
+        return stage
+
+    def inner_hash_join(
+        self, build: BatchStage[Any], clause: JoinClause, map_to_output: Callable[[T, Any], R]
+    ) -> BatchStage[R]:
+        """Like :meth:`hash_join`, but items without a match are dropped."""
+        stage: BatchStage[R] = super().inner_hash_join(build, clause, map_to_output)
+        return stage
+
+    def hash_join2(
+        self,
+        build1: BatchStage[Any],
+        clause1: JoinClause,
+        build2: BatchStage[Any],
+        clause2: JoinClause,
+        map_to_output: Callable[[T, Any, Any], R],
+    ) -> BatchStage[R]:
+        """Join two build stages at once: ``map_to_output(item, match1, match2)``."""
+        stage: BatchStage[R] = super().hash_join2(build1, clause1, build2, clause2, map_to_output)
+        return stage
+
+    def sort(self, key_fn: Callable[[T], Any] | None = None, reverse: bool = False) -> BatchStage[T]:
+        """All items in order of ``key_fn(item)`` (the items themselves by default), on one processor."""
+        if key_fn is not None:
+            _check_callable(key_fn, self.name, "the sort key function")
+        transform = tf.SortTransform(self._transform, key_fn, reverse)
+        transform.user_fns = [key_fn] if key_fn is not None else []
+        stage: BatchStage[T] = self._derive(transform)
+        return stage
+
     def grouping_key(self, key_fn: Callable[[T], K]) -> BatchStageWithKey[T, K]:
         """Group by ``key_fn(item)`` for keyed aggregation."""
         _check_callable(key_fn, self.name, "the grouping key function")
@@ -165,17 +457,131 @@ class BatchStage(GeneralStage[T]):
         """Each distinct item once."""
         return self.grouping_key(_identity).distinct()
 
+    def aggregate2(
+        self,
+        op0: agg.AggregateOperation[Any, Any],
+        stage1: BatchStage[Any],
+        op1: agg.AggregateOperation[Any, Any],
+    ) -> BatchStage[tuple[Any, Any]]:
+        """Aggregate this stage with ``op0`` and ``stage1`` with ``op1``: one ``(result0, result1)``."""
+        stage: BatchStage[tuple[Any, Any]] = self._co_aggregate([self, stage1], [op0, op1])
+        return stage
+
+    def aggregate3(
+        self,
+        op0: agg.AggregateOperation[Any, Any],
+        stage1: BatchStage[Any],
+        op1: agg.AggregateOperation[Any, Any],
+        stage2: BatchStage[Any],
+        op2: agg.AggregateOperation[Any, Any],
+    ) -> BatchStage[tuple[Any, Any, Any]]:
+        """Three stages, three operations: one ``(result0, result1, result2)``."""
+        stage: BatchStage[tuple[Any, Any, Any]] = self._co_aggregate([self, stage1, stage2], [op0, op1, op2])
+        return stage
+
+    def aggregate_builder(self, op0: agg.AggregateOperation[Any, Any]) -> AggregateBuilder:
+        """Co-aggregate any number of stages; results come as ``ItemsByTag``."""
+        return AggregateBuilder(self, op0)
+
+    def _co_aggregate(
+        self, inputs: list[BatchStage[Any]], ops_: list[agg.AggregateOperation[Any, Any]], shape: Any = tuple
+    ) -> Any:
+        for other in inputs:
+            if other._pipeline is not self._pipeline or other._timestamped:
+                raise ValueError(
+                    f"stage {self.name!r}: co-aggregated stages must be batch stages of one pipeline"
+                )
+        op = builder.co_aggregate(ops_, shape)
+        return self._derive(tf.AggregateTransform([s._transform for s in inputs], op))
+
 
 def _identity(item: Any) -> Any:
     return item
 
 
-class BatchStageWithKey(Generic[T, K]):
-    """A batch stage grouped by a key: aggregate or deduplicate per key."""
+class GeneralStageWithKey(Generic[T, K]):
+    """A stage grouped by a key: state, services and aggregation per key (Jet's ``GeneralStageWithKey``)."""
 
-    def __init__(self, stage: BatchStage[T], key_fn: Callable[[T], K]) -> None:
+    def __init__(self, stage: GeneralStage[T], key_fn: Callable[[T], K]) -> None:
         self._stage = stage
         self.key_fn = key_fn
+
+    def map_stateful(
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, K, T], R | None],
+        ttl: int = 0,
+        on_evict_fn: Callable[[S, K, int], R | None] | None = None,
+    ) -> Any:
+        """``fn(state, key, item)`` with one state object per key.
+
+        With ``ttl`` (event time, timestamped streams only) a key's state is
+        dropped once the watermark passes its last event by ``ttl``;
+        ``on_evict_fn(state, key, watermark)`` may emit a last result.
+        """
+        return self._stage._stateful("map", self.key_fn, create_fn, fn, ttl, on_evict_fn)
+
+    def filter_stateful(
+        self, create_fn: Callable[[], S], predicate: Callable[[S, K, T], bool], ttl: int = 0
+    ) -> Any:
+        """Keep the items for which ``predicate(state, key, item)`` holds; one state per key."""
+        return self._stage._stateful("filter", self.key_fn, create_fn, predicate, ttl)
+
+    def flat_map_stateful(
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, K, T], Iterable[R] | None],
+        ttl: int = 0,
+        on_evict_fn: Callable[[S, K, int], Iterable[R] | None] | None = None,
+    ) -> Any:
+        """Every item of ``fn(state, key, item)``; one state per key."""
+        return self._stage._stateful("flat-map", self.key_fn, create_fn, fn, ttl, on_evict_fn)
+
+    def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> Any:
+        """After each item, ``(key, aggregate of the key's items so far)``."""
+        create_fn, fn = _rolling(op, keyed=True)
+        return self._stage._stateful("map", self.key_fn, create_fn, fn)
+
+    def map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, K, T], R | None]
+    ) -> Any:
+        """``fn(service, key, item)``; items of one key always meet the same processor."""
+        return self._stage._using_service("map", factory, self._with_key(fn), tf.map_step, self.key_fn)
+
+    def filter_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], predicate: Callable[[V, K, T], bool]
+    ) -> Any:
+        """Keep the items for which ``predicate(service, key, item)`` holds."""
+        return self._stage._using_service(
+            "filter", factory, self._with_key(predicate), tf.filter_step, self.key_fn
+        )
+
+    def flat_map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, K, T], Iterable[R] | None]
+    ) -> Any:
+        """Every item of ``fn(service, key, item)``."""
+        return self._stage._using_service(
+            "flat-map", factory, self._with_key(fn), tf.flat_map_step, self.key_fn
+        )
+
+    def _with_key(self, fn: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        _check_callable(fn, self._stage.name, "the service function")
+        key_fn = self.key_fn
+
+        def call(service: Any, item: Any) -> Any:
+            return fn(service, key_fn(item), item)
+
+        call.__qualname__ = getattr(fn, "__qualname__", "service function")
+        return call
+
+
+class BatchStageWithKey(GeneralStageWithKey[T, K]):
+    """A batch stage grouped by a key: aggregate or deduplicate per key."""
+
+    _stage: BatchStage[T]
+
+    def __init__(self, stage: BatchStage[T], key_fn: Callable[[T], K]) -> None:
+        super().__init__(stage, key_fn)
 
     def aggregate(
         self, op: agg.AggregateOperation[Any, R], map_to_output: Callable[[K, R], Any] = _entry
@@ -185,6 +591,53 @@ class BatchStageWithKey(Generic[T, K]):
         transform = tf.GroupAggregateTransform([stage._transform], [self.key_fn], op, map_to_output)
         result: BatchStage[Any] = stage._derive(transform)
         return result
+
+    def aggregate2(
+        self,
+        op0: agg.AggregateOperation[Any, Any],
+        stage1: BatchStageWithKey[Any, K],
+        op1: agg.AggregateOperation[Any, Any],
+    ) -> BatchStage[tuple[K, tuple[Any, Any]]]:
+        """Per key, this stage's items folded by ``op0`` and ``stage1``'s by ``op1``: ``(key, (r0, r1))``."""
+        stage: BatchStage[tuple[K, tuple[Any, Any]]] = self._co_aggregate([self, stage1], [op0, op1], tuple)
+        return stage
+
+    def aggregate3(
+        self,
+        op0: agg.AggregateOperation[Any, Any],
+        stage1: BatchStageWithKey[Any, K],
+        op1: agg.AggregateOperation[Any, Any],
+        stage2: BatchStageWithKey[Any, K],
+        op2: agg.AggregateOperation[Any, Any],
+    ) -> BatchStage[tuple[K, tuple[Any, Any, Any]]]:
+        """Per key, three stages folded by three operations: ``(key, (r0, r1, r2))``."""
+        stage: BatchStage[tuple[K, tuple[Any, Any, Any]]] = self._co_aggregate(
+            [self, stage1, stage2], [op0, op1, op2], tuple
+        )
+        return stage
+
+    def aggregate_builder(self, op0: agg.AggregateOperation[Any, Any]) -> AggregateBuilder:
+        """Co-aggregate any number of keyed stages; results come as ``(key, ItemsByTag)``."""
+        return AggregateBuilder(self, op0)
+
+    def _co_aggregate(
+        self,
+        inputs: list[BatchStageWithKey[Any, Any]],
+        ops_: list[agg.AggregateOperation[Any, Any]],
+        shape: Any,
+        map_to_output: Callable[[Any, Any], Any] = _entry,
+    ) -> Any:
+        stage = self._stage
+        for other in inputs:
+            if other._stage._pipeline is not stage._pipeline:
+                raise ValueError(f"stage {stage.name!r}: co-aggregated stages must be in one pipeline")
+        transform = tf.GroupAggregateTransform(
+            [s._stage._transform for s in inputs],
+            [s.key_fn for s in inputs],
+            builder.co_aggregate(ops_, shape),
+            map_to_output,
+        )
+        return stage._derive(transform)
 
     def distinct(self) -> BatchStage[T]:
         """The first item seen of each key."""
@@ -208,6 +661,320 @@ _FIRST: agg.AggregateOperation[Any, Any] = (
     agg.AggregateOperation.with_create(lambda: None).and_accumulate(_keep_first).and_combine(_keep_first)
 )
 """The first item seen (the planner's distinct)."""
+
+
+class AggregateBuilder:
+    """Collects stages and their operations for one co-aggregation (Jet's aggregate builders)."""
+
+    def __init__(
+        self, first: BatchStage[Any] | BatchStageWithKey[Any, Any], op0: agg.AggregateOperation[Any, Any]
+    ):
+        self._stages: list[Any] = [first]
+        self._ops = [op0]
+
+    def tag0(self) -> builder.Tag[Any]:
+        """The tag of the stage that started the builder."""
+        return builder.Tag(0)
+
+    def add(self, stage: Any, op: agg.AggregateOperation[Any, Any]) -> builder.Tag[Any]:
+        """Add a stage (keyed like the first one, if it is keyed) with its own operation."""
+        if type(stage) is not type(self._stages[0]):
+            raise TypeError("aggregate_builder: every stage must be keyed, or none")
+        self._stages.append(stage)
+        self._ops.append(op)
+        return builder.Tag(len(self._stages) - 1)
+
+    def build(self) -> BatchStage[Any]:
+        """The co-aggregating stage: ``ItemsByTag`` results (per key: ``(key, ItemsByTag)``)."""
+        first = self._stages[0]
+        stage: BatchStage[Any] = first._co_aggregate(self._stages, self._ops, builder.ItemsByTag)
+        return stage
+
+
+class StreamStage(GeneralStage[T]):
+    """A stage of a streaming (possibly infinite) pipeline."""
+
+    def map(self, fn: Callable[[T], R | None]) -> StreamStage[R]:
+        """``fn(item)`` for each item; a None result drops the item."""
+        stage: StreamStage[R] = self._map(fn)
+        return stage
+
+    def flat_map(self, fn: Callable[[T], Iterable[R] | None]) -> StreamStage[R]:
+        """Every item of ``fn(item)`` for each item."""
+        stage: StreamStage[R] = self._flat_map(fn)
+        return stage
+
+    @property
+    def has_timestamps(self) -> bool:
+        return self._timestamped
+
+    def map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], R | None]) -> StreamStage[R]:
+        """``fn(state, item)`` with one state object for the whole stage (on one processor)."""
+        stage: StreamStage[R] = super().map_stateful(create_fn, fn)
+        return stage
+
+    def flat_map_stateful(
+        self, create_fn: Callable[[], S], fn: Callable[[S, T], Iterable[R] | None]
+    ) -> StreamStage[R]:
+        """Every item of ``fn(state, item)``; one global state."""
+        stage: StreamStage[R] = super().flat_map_stateful(create_fn, fn)
+        return stage
+
+    def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> StreamStage[R]:
+        """After each item, the aggregate of all items so far (one global accumulator)."""
+        stage: StreamStage[R] = super().rolling_aggregate(op)
+        return stage
+
+    def map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, T], R | None]
+    ) -> StreamStage[R]:
+        """``fn(service, item)`` for each item; the service comes from ``factory``."""
+        stage: StreamStage[R] = super().map_using_service(factory, fn)
+        return stage
+
+    def flat_map_using_service(
+        self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, T], Iterable[R] | None]
+    ) -> StreamStage[R]:
+        """Every item of ``fn(service, item)``."""
+        stage: StreamStage[R] = super().flat_map_using_service(factory, fn)
+        return stage
+
+    def map_using_service_async(
+        self,
+        factory: service_mod.ServiceFactory[Any, V],
+        fn: Callable[[V, T], Any],
+        max_concurrent_ops: int = 4,
+        preserve_order: bool = True,
+    ) -> StreamStage[Any]:
+        """``fn(service, item)`` returns a coroutine or a future; at most ``max_concurrent_ops`` in flight."""
+        stage: StreamStage[Any] = super().map_using_service_async(
+            factory, fn, max_concurrent_ops, preserve_order
+        )
+        return stage
+
+    def hash_join(
+        self, build: BatchStage[Any], clause: JoinClause, map_to_output: Callable[[T, Any], R]
+    ) -> StreamStage[R]:
+        """Enrich each item with the ``build`` stage's matching item (None where none matches)."""
+        stage: StreamStage[R] = super().hash_join(build, clause, map_to_output)
+        return stage
+
+    def inner_hash_join(
+        self, build: BatchStage[Any], clause: JoinClause, map_to_output: Callable[[T, Any], R]
+    ) -> StreamStage[R]:
+        """Like :meth:`hash_join`, but items without a match are dropped."""
+        stage: StreamStage[R] = super().inner_hash_join(build, clause, map_to_output)
+        return stage
+
+    def hash_join2(
+        self,
+        build1: BatchStage[Any],
+        clause1: JoinClause,
+        build2: BatchStage[Any],
+        clause2: JoinClause,
+        map_to_output: Callable[[T, Any, Any], R],
+    ) -> StreamStage[R]:
+        """Join two build stages at once: ``map_to_output(item, match1, match2)``."""
+        stage: StreamStage[R] = super().hash_join2(build1, clause1, build2, clause2, map_to_output)
+        return stage
+
+    def grouping_key(self, key_fn: Callable[[T], K]) -> StreamStageWithKey[T, K]:
+        """Group by ``key_fn(item)`` for keyed state, services and windows."""
+        _check_callable(key_fn, self.name, "the grouping key function")
+        return StreamStageWithKey(self, key_fn)
+
+    def window(self, definition: window_mod.WindowDefinition) -> StageWithWindow[T]:
+        """Cut the stream into event-time windows (needs timestamps)."""
+        _check_window(self, definition)
+        return StageWithWindow(self, definition, None)
+
+
+def _check_window(stage: GeneralStage[Any], definition: object) -> None:
+    if not isinstance(definition, window_mod.WindowDefinition):
+        raise TypeError(f"stage {stage.name!r}: window() needs a WindowDefinition, got {definition!r}")
+    if not stage._timestamped:
+        raise ValueError(
+            f"stage {stage.name!r} has no timestamps, so it cannot be windowed: call "
+            "with_timestamps(fn, lag), with_native_timestamps(lag) or with_ingestion_timestamps() "
+            "on the source stage"
+        )
+
+
+class StreamStageWithKey(GeneralStageWithKey[T, K]):
+    """A stream stage grouped by a key."""
+
+    _stage: StreamStage[T]
+
+    def __init__(self, stage: StreamStage[T], key_fn: Callable[[T], K]) -> None:
+        super().__init__(stage, key_fn)
+
+    def window(self, definition: window_mod.WindowDefinition) -> StageWithWindow[T]:
+        """Per key, cut the stream into event-time windows."""
+        _check_window(self._stage, definition)
+        return StageWithWindow(self._stage, definition, self.key_fn)
+
+
+class StageWithWindow(Generic[T]):
+    """A windowed stream stage, global or per key (Jet's ``StageWithWindow``/``StageWithKeyAndWindow``).
+
+    Results are :class:`~jetlet.datamodel.WindowResult` (global) or
+    :class:`~jetlet.datamodel.KeyedWindowResult` (per key), with the window's
+    start and end; downstream their timestamp is the window's end.
+    """
+
+    def __init__(
+        self,
+        stage: StreamStage[T],
+        definition: window_mod.WindowDefinition,
+        key_fn: Callable[[T], Hashable] | None,
+    ) -> None:
+        self._stage = stage
+        self.definition = definition
+        self.key_fn = key_fn
+
+    def aggregate(self, op: agg.AggregateOperation[Any, R]) -> StreamStage[Any]:
+        """Per window (and key), the result of ``op``."""
+        return self._aggregate([self], [op], single=True)
+
+    def aggregate2(
+        self,
+        op0: agg.AggregateOperation[Any, Any],
+        stage1: StreamStage[Any] | StreamStageWithKey[Any, Any],
+        op1: agg.AggregateOperation[Any, Any],
+    ) -> StreamStage[Any]:
+        """Co-aggregate with ``stage1`` in the same windows: results ``(result0, result1)``."""
+        return self._aggregate([self, self._peer(stage1)], [op0, op1])
+
+    def aggregate3(
+        self,
+        op0: agg.AggregateOperation[Any, Any],
+        stage1: StreamStage[Any] | StreamStageWithKey[Any, Any],
+        op1: agg.AggregateOperation[Any, Any],
+        stage2: StreamStage[Any] | StreamStageWithKey[Any, Any],
+        op2: agg.AggregateOperation[Any, Any],
+    ) -> StreamStage[Any]:
+        """Co-aggregate three streams in the same windows: ``(result0, result1, result2)``."""
+        return self._aggregate([self, self._peer(stage1), self._peer(stage2)], [op0, op1, op2])
+
+    def distinct(self) -> StreamStage[T]:
+        """The distinct items of each window (per key: the first item of each key)."""
+        key_fn = self.key_fn
+        windowed = self if key_fn is not None else StageWithWindow(self._stage, self.definition, _identity)
+        results = windowed._aggregate([windowed], [_FIRST], single=True, keyed_output=True)
+        stage: StreamStage[T] = results.map(_result_of)
+        return stage
+
+    def _peer(self, other: StreamStage[Any] | StreamStageWithKey[Any, Any]) -> StageWithWindow[Any]:
+        if isinstance(other, StreamStageWithKey):
+            if self.key_fn is None:
+                raise TypeError("aggregate2/3 of a global window takes stream stages without a grouping key")
+            return StageWithWindow(other._stage, self.definition, other.key_fn)
+        if self.key_fn is not None:
+            raise TypeError("aggregate2/3 of a keyed window takes stages grouped by a key (grouping_key)")
+        if not isinstance(other, StreamStage):
+            raise TypeError(f"expected a stream stage, got {other!r}")
+        _check_window(other, self.definition)
+        return StageWithWindow(other, self.definition, None)
+
+    def _aggregate(
+        self,
+        inputs: list[StageWithWindow[Any]],
+        ops_: list[agg.AggregateOperation[Any, Any]],
+        single: bool = False,
+        keyed_output: bool = False,
+    ) -> StreamStage[Any]:
+        stage = self._stage
+        for other in inputs:
+            if other._stage._pipeline is not stage._pipeline:
+                raise ValueError(f"stage {stage.name!r}: co-aggregated stages must be in one pipeline")
+        op = ops_[0] if single else builder.co_aggregate(ops_, tuple)
+        if not isinstance(op, agg.AggregateOperation):
+            raise TypeError(f"stage {stage.name!r}: aggregate needs an AggregateOperation, got {op!r}")
+        keyed = self.key_fn is not None or keyed_output
+        key_fns = [other.key_fn for other in inputs] if keyed else None
+        transform = tf.WindowAggregateTransform(
+            [other._stage._transform for other in inputs],
+            key_fns,  # type: ignore[arg-type]
+            self.definition,
+            op,
+        )
+        result: StreamStage[Any] = stage._derive(transform)
+        return result
+
+
+def _result_of(window_result: Any) -> Any:
+    return window_result.result
+
+
+class HashJoinBuilder:
+    """Joins any number of build stages to one probe stage (Jet's ``HashJoinBuilder``)."""
+
+    def __init__(self, probe: GeneralStage[Any]) -> None:
+        self._probe = probe
+        self._builds: list[BatchStage[Any]] = []
+        self._clauses: list[JoinClause] = []
+
+    def add(self, build: BatchStage[Any], clause: JoinClause) -> builder.Tag[Any]:
+        """Add a build stage and how it joins; its matches come under the returned tag."""
+        self._builds.append(build)
+        self._clauses.append(clause)
+        return builder.Tag(len(self._builds) - 1)
+
+    def build(self, map_to_output: Callable[[Any, builder.ItemsByTag], Any]) -> Any:
+        """The joined stage: ``map_to_output(item, ItemsByTag)`` per probe item."""
+        if not self._builds:
+            raise ValueError(f"stage {self._probe.name!r}: hash_join_builder needs at least one add()")
+
+        def to_output(item: Any, *matches: Any) -> Any:
+            return map_to_output(item, builder.ItemsByTag(matches))
+
+        return self._probe._hash_join(self._builds, self._clauses, to_output, inner=False)
+
+
+class StreamSourceStage(Generic[T]):
+    """A stream source just read: say how its items get timestamps (Jet's ``StreamSourceStage``)."""
+
+    def __init__(
+        self,
+        pipeline: pipeline_mod.Pipeline,
+        transform: tf.Transform,
+        native_timestamps: Callable[[T], int] | None,
+    ) -> None:
+        self._pipeline = pipeline
+        self._transform = transform
+        self._native = native_timestamps
+
+    def with_timestamps(self, timestamp_fn: Callable[[T], int], allowed_lag: int) -> StreamStage[T]:
+        """Event time from ``timestamp_fn(item)``; items may arrive up to ``allowed_lag`` late."""
+        _check_callable(timestamp_fn, self._transform.name, "the timestamp function")
+        if not isinstance(allowed_lag, int) or allowed_lag < 0:
+            raise ValueError(
+                f"stage {self._transform.name!r}: allowed_lag must be an int >= 0, got {allowed_lag!r}"
+            )
+        transform = tf.TimestampTransform(self._transform, timestamp_fn, allowed_lag)
+        self._pipeline._connect(transform)
+        return StreamStage(self._pipeline, transform, timestamped=True)
+
+    def with_native_timestamps(self, allowed_lag: int) -> StreamStage[T]:
+        """Event time as the source itself assigns it."""
+        if self._native is None:
+            raise ValueError(
+                f"source {self._transform.name!r} has no native timestamps; use with_timestamps(fn, lag) "
+                "or with_ingestion_timestamps()"
+            )
+        return self.with_timestamps(self._native, allowed_lag)
+
+    def with_ingestion_timestamps(self) -> StreamStage[T]:
+        """Event time = the wall-clock time (ms) when the item enters the pipeline."""
+        return self.with_timestamps(_now_millis, 0)
+
+    def without_timestamps(self) -> StreamStage[T]:
+        """No event time: windows are not available downstream."""
+        return StreamStage(self._pipeline, self._transform, timestamped=False)
+
+
+def _now_millis(_item: Any) -> int:
+    return time.time_ns() // 1_000_000
 
 
 class SinkStage:

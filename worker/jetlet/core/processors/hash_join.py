@@ -1,0 +1,264 @@
+"""Hash join: enrich a stream with the matching items of batch inputs (Jet's ``HashJoinP``).
+
+Theory of operation. Input ordinal 0 is the *probe* side (any stream);
+ordinals ``1..n`` are the *build* sides, one per :class:`JoinClause`. Build
+side ``i`` is loaded into a hash table ``right_key_fn(item) ->
+[right_projection_fn(item), ...]``; a key seen several times keeps every
+value, so a many-to-many join emits one output per combination, as Jet 4.x
+does.
+
+For each probe item and each clause the processor looks up
+``left_key_fn(item)``. The outer join (the default, Jet's ``hashJoin``) uses
+``None`` where a clause has no match; the inner join (``inner=True``, Jet's
+``innerHashJoin``) drops the item when any clause has no match. Each
+combination of matches becomes ``map_to_output_fn(item, right_1, ...,
+right_n)``: positional arguments, one per clause, for any ``n`` (the
+pipeline's ``hash_join_builder`` wraps them into an ``ItemsByTag``). A None
+output is skipped. With ``timestamped=True`` probe items are ``(ts, item)``
+events: the key functions and the mapping see ``item``, and outputs are
+re-wrapped as ``(ts, output)``.
+
+Ordering: the tables must be complete before the first probe item is
+looked up. As in Jet, that is the DAG's job: the build edges get a lower
+priority number (``Edge.priority(-1)``), and the engine exhausts them before
+it reads the probe edge. A probe item cannot be held back inside the
+processor (the engine would never read the build edges while the inbox holds
+probe items), so, like Jet's assertion, a build item that arrives after a
+probe item was joined fails the job with an error naming the fix.
+
+Emission is cooperative: the outputs of one probe item are offered as a
+batch, and the item stays in the inbox until all of them are out.
+
+Snapshots: every processor saves its own tables (all processors hold the
+same tables, since build edges are broadcast) under
+:class:`HashJoinTableKey` entries of at most :data:`SNAPSHOT_CHUNK` keys. A
+restore keeps the entries of the lowest processor index it receives, so a
+processor given several copies loads one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
+
+from jetlet.core import inbox as inbox_mod
+from jetlet.core import processor
+
+KeyFn = Callable[[Any], Hashable]
+
+SNAPSHOT_CHUNK = 1024
+"""How many keys of one table a snapshot entry holds."""
+
+_NO_MATCH: tuple[None] = (None,)
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+def _entry_key(entry: Any) -> Hashable:
+    key: Hashable = entry[0]
+    return key
+
+
+def _entry_value(entry: Any) -> Any:
+    return entry[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinClause:
+    """How a build side joins the probe side (Jet's ``JoinClause``).
+
+    A probe item ``p`` matches a build item ``b`` when
+    ``left_key_fn(p) == right_key_fn(b)``; the match contributes
+    ``right_projection_fn(b)`` to the output.
+
+    >>> clause = JoinClause.on_keys(lambda order: order["user"], lambda user: user["id"])
+    >>> clause.project_right(lambda user: user["name"]).right_projection_fn({"id": 1, "name": "Ann"})
+    'Ann'
+    """
+
+    left_key_fn: KeyFn
+    right_key_fn: KeyFn
+    right_projection_fn: Callable[[Any], Any] = _identity
+
+    @staticmethod
+    def on_keys(left_key_fn: KeyFn, right_key_fn: KeyFn) -> JoinClause:
+        """Join where ``left_key_fn(probe item) == right_key_fn(build item)``."""
+        return JoinClause(left_key_fn, right_key_fn)
+
+    @staticmethod
+    def join_map_entries(left_key_fn: KeyFn) -> JoinClause:
+        """Join against ``(key, value)`` build items on their key, contributing the value."""
+        return JoinClause(left_key_fn, _entry_key, _entry_value)
+
+    def project_right(self, fn: Callable[[Any], Any]) -> JoinClause:
+        """The same clause contributing ``fn(build item)`` instead of the build item."""
+        return dataclasses.replace(self, right_projection_fn=fn)
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class HashJoinTableKey:
+    """Snapshot key of one chunk of one clause's table (never equal to a user key)."""
+
+    processor_index: int
+    clause: int
+    chunk: int
+
+
+class HashJoinP(processor.Processor):
+    """Joins probe items (ordinal 0) with hash tables of the build sides; see the module doc."""
+
+    def __init__(
+        self,
+        clauses: Sequence[JoinClause],
+        map_to_output_fn: Callable[..., Any],
+        inner: bool,
+        timestamped: bool,
+    ) -> None:
+        self._clauses = list(clauses)
+        self._map_to_output = map_to_output_fn
+        self._inner = inner
+        self._timestamped = timestamped
+        self._tables: list[dict[Any, list[Any]]] = [{} for _ in self._clauses]
+        self._probed = False
+        self._pending: list[Any] = []
+        self._snapshot: Iterator[tuple[HashJoinTableKey, list[tuple[Any, list[Any]]]]] | None = None
+        self._unsaved: tuple[HashJoinTableKey, list[tuple[Any, list[Any]]]] | None = None
+        self._restored: dict[HashJoinTableKey, list[tuple[Any, list[Any]]]] = {}
+
+    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        if ordinal == 0:
+            self._probe(inbox)
+        else:
+            self._build(ordinal, inbox)
+
+    # -- build side --------------------------------------------------------
+    def _build(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        if ordinal > len(self._clauses):
+            raise ValueError(f"hash join has {len(self._clauses)} clauses but got items on input {ordinal}")
+        if self._probed:
+            raise RuntimeError(
+                f"hash join got a build item on input {ordinal} after it joined probe items: give the "
+                "build edges a lower priority number than the probe edge (Edge.priority(-1))"
+            )
+        clause = self._clauses[ordinal - 1]
+        table = self._tables[ordinal - 1]
+        key_fn, project = clause.right_key_fn, clause.right_projection_fn
+        for item in inbox.take_all():
+            key = key_fn(item)
+            values = table.get(key)
+            if values is None:
+                table[key] = [project(item)]
+            else:
+                values.append(project(item))
+
+    # -- probe side --------------------------------------------------------
+    def _probe(self, inbox: inbox_mod.Inbox) -> None:
+        # The item whose outputs are pending stays at the head of the inbox.
+        if self._pending:
+            if not self._flush():
+                return
+            inbox.remove()
+        self._probed = True
+        while inbox:
+            outputs = self._join(inbox.peek())
+            if outputs:
+                self._pending = outputs
+                if not self._flush():
+                    return
+            inbox.remove()
+
+    def _join(self, event: Any) -> list[Any]:
+        timestamp, item = event if self._timestamped else (0, event)
+        matches: list[Sequence[Any]] = []
+        for clause, table in zip(self._clauses, self._tables, strict=True):
+            found = table.get(clause.left_key_fn(item))
+            if found is None:
+                if self._inner:
+                    return []
+                matches.append(_NO_MATCH)
+            else:
+                matches.append(found)
+        shape = self._map_to_output
+        if len(matches) == 1:
+            outputs = [shape(item, right) for right in matches[0]]
+        else:
+            outputs = [shape(item, *rights) for rights in itertools.product(*matches)]
+        if self._timestamped:
+            return [(timestamp, out) for out in outputs if out is not None]
+        return [out for out in outputs if out is not None]
+
+    def _flush(self) -> bool:
+        taken = self.outbox.offer_batch(self._pending)
+        self._pending = self._pending[taken:] if taken < len(self._pending) else []
+        return not self._pending
+
+    # -- snapshots ---------------------------------------------------------
+    def save_to_snapshot(self) -> bool:
+        if self._snapshot is None:
+            self._snapshot = self._table_chunks()
+            self._unsaved = None
+        entry = self._unsaved if self._unsaved is not None else next(self._snapshot, None)
+        while entry is not None:
+            if not self.outbox.offer_to_snapshot(entry[0], entry[1]):
+                self._unsaved = entry
+                return False
+            entry = next(self._snapshot, None)
+        self._snapshot = None
+        self._unsaved = None
+        return True
+
+    def _table_chunks(self) -> Iterator[tuple[HashJoinTableKey, list[tuple[Any, list[Any]]]]]:
+        index = self.context.global_processor_index
+        chunks = []
+        for clause, table in enumerate(self._tables):
+            entries = [(key, list(values)) for key, values in table.items()]
+            for chunk, start in enumerate(range(0, len(entries), SNAPSHOT_CHUNK)):
+                chunks.append(
+                    (HashJoinTableKey(index, clause, chunk), entries[start : start + SNAPSHOT_CHUNK])
+                )
+        return iter(chunks)
+
+    def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        for key, entries in inbox.take_all():
+            self._restored[key] = entries
+
+    def finish_snapshot_restore(self) -> bool:
+        if self._restored:
+            source = min(key.processor_index for key in self._restored)
+            for key in sorted(self._restored):
+                if key.processor_index == source:
+                    self._tables[key.clause].update((k, list(v)) for k, v in self._restored[key])
+            self._restored = {}
+        return True
+
+
+def hash_join_p(
+    clauses: JoinClause | Sequence[JoinClause],
+    map_to_output_fn: Callable[..., Any],
+    inner: bool = False,
+    timestamped: bool = False,
+) -> processor.ProcessorFactory:
+    """Jet's ``Processors.hashJoinP``: ordinal 0 probes, ordinals ``1..n`` build; see the module doc.
+
+    ``map_to_output_fn(item, right_1, ..., right_n)`` gets one match per
+    clause (None for a missing match of an outer join).
+
+    >>> from jetlet.testing import verify_processor
+    >>> clause = JoinClause.join_map_entries(lambda order: order[1])
+    >>> p = hash_join_p(clause, lambda order, user: (order[0], user))
+    >>> _ = verify_processor(p).inputs([[("o1", 7), ("o2", 8)], [(7, "ann")]], priorities=[0, -1]) \\
+    ...     .expect_output([("o1", "ann"), ("o2", None)])
+    """
+    clause_list = [clauses] if isinstance(clauses, JoinClause) else list(clauses)
+    if not clause_list:
+        raise ValueError("hash_join_p needs at least one JoinClause")
+    for clause in clause_list:
+        if not isinstance(clause, JoinClause):
+            raise TypeError(f"hash_join_p: expected JoinClause, got {clause!r}")
+    if not callable(map_to_output_fn):
+        raise TypeError(f"hash_join_p: map_to_output_fn must be callable, got {map_to_output_fn!r}")
+    return lambda: HashJoinP(clause_list, map_to_output_fn, inner, timestamped)

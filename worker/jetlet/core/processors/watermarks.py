@@ -1,0 +1,174 @@
+"""``insert_watermarks_p``: timestamps items and inserts watermarks (Jet's ``InsertWatermarksP``).
+
+For each item the processor reads its event time with the policy's
+``timestamp_fn``. An item older than the last watermark it emitted is *late*:
+it is dropped and counted (``metrics()["lateEventsDropped"]``). Any other
+item is emitted, wrapped by the policy's ``wrap_fn`` (by default the
+``(timestamp, item)`` event), and then, if the highest timestamp seen so far
+moved the throttled limiting-lag watermark (see
+:class:`~jetlet.core.event_time.EventTimePolicy`) above the last one emitted,
+the new watermark follows it.
+
+Watermarks arriving from upstream are swallowed: this processor is where
+watermarks are made. When no item arrives for ``idle_timeout_ms`` (measured
+by ``try_process()`` with a monotonic millisecond clock, injectable for
+tests), it emits ``IDLE_MESSAGE`` once, so that downstream coalescing ignores
+this stream; the first item after that is preceded by the last watermark
+again, to mark the stream active.
+
+Outputs of one item are emitted before the item leaves the inbox, so an
+empty inbox means nothing is held back (the harness and the engine take
+snapshots only then). The snapshot holds, per processor, the highest
+timestamp seen and the last emitted watermark; a restore takes the minimum of
+each over the restored entries (as Jet does), so a restored processor never
+emits a watermark below one it emitted before, and never accepts an item it
+had declared late when one processor's state is restored into one processor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from jetlet.core import event_time, processor
+from jetlet.core import inbox as inbox_mod
+from jetlet.core import outbox as outbox_mod
+from jetlet.core import watermark as wm
+
+Clock = Callable[[], int]
+"""A monotonic clock in milliseconds."""
+
+_SNAPSHOT_TAG = "__jetlet_insert_watermarks__"
+
+
+def monotonic_ms() -> int:
+    """The default clock: ``time.monotonic_ns()`` in milliseconds."""
+    return time.monotonic_ns() // 1_000_000
+
+
+class InsertWatermarksP(processor.Processor):
+    """See the module doc."""
+
+    def __init__(self, policy: event_time.EventTimePolicy, clock: Clock) -> None:
+        if policy.timestamp_fn is None:
+            raise ValueError("insert_watermarks_p needs an EventTimePolicy with a timestamp_fn")
+        self._timestamp_fn: Callable[[Any], int] = policy.timestamp_fn
+        self._policy = policy
+        self._clock = clock
+        self._top_ts: int | None = None
+        self._last_wm: int | None = None
+        self._late = 0
+        self._idle = False
+        self._last_item_at = 0
+        self._pending: list[Any] = []
+        self._restored: list[tuple[int | None, int | None]] = []
+
+    def init(self, outbox: outbox_mod.Outbox, context: processor.ProcessorContext) -> None:
+        super().init(outbox, context)
+        self._last_item_at = self._clock()
+
+    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        if self._pending:
+            if not self._flush():
+                return
+            inbox.remove()
+        while inbox:
+            item = inbox.peek()
+            timestamp = self._timestamp_fn(item)
+            self._last_item_at = self._clock()
+            if self._last_wm is not None and timestamp < self._last_wm:
+                self._late += 1
+                inbox.remove()
+                continue
+            self._pending = self._outputs_of(item, timestamp)
+            if not self._flush():
+                return
+            inbox.remove()
+
+    def _outputs_of(self, item: Any, timestamp: int) -> list[Any]:
+        outputs: list[Any] = []
+        if self._idle:
+            self._idle = False
+            if self._last_wm is not None:
+                outputs.append(wm.Watermark(self._last_wm))
+        wrap = self._policy.wrap_fn
+        outputs.append(item if wrap is None else wrap(item, timestamp))
+        if self._top_ts is None or timestamp > self._top_ts:
+            self._top_ts = timestamp
+            new_wm = self._policy.watermark_for(timestamp)
+            if self._last_wm is None or new_wm > self._last_wm:
+                self._last_wm = new_wm
+                outputs.append(wm.Watermark(new_wm))
+        return outputs
+
+    def _flush(self) -> bool:
+        pending = self._pending
+        offer = self.outbox.offer
+        taken = 0
+        for output in pending:
+            if not offer(output):
+                break
+            taken += 1
+        self._pending = pending[taken:]
+        return not self._pending
+
+    def try_process_watermark(self, watermark: wm.Watermark) -> bool:
+        return True
+
+    def try_process(self) -> bool:
+        timeout = self._policy.idle_timeout_ms
+        if self._idle or timeout <= 0 or self._clock() - self._last_item_at < timeout:
+            return True
+        if not self.outbox.offer(wm.IDLE_MESSAGE):
+            return False
+        self._idle = True
+        return True
+
+    def save_to_snapshot(self) -> bool:
+        key = (_SNAPSHOT_TAG, self.context.global_processor_index)
+        return self.outbox.offer_to_snapshot(key, (self._top_ts, self._last_wm))
+
+    def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        for key, value in inbox.take_all():
+            if not (isinstance(key, tuple) and key[0] == _SNAPSHOT_TAG):
+                raise ValueError(f"insert_watermarks_p cannot restore the snapshot entry {key!r}")
+            self._restored.append(value)
+
+    def finish_snapshot_restore(self) -> bool:
+        if self._restored:
+            self._top_ts = _min_or_none(top for top, _ in self._restored)
+            self._last_wm = _min_or_none(last for _, last in self._restored)
+            self._restored = []
+        return True
+
+    def metrics(self) -> dict[str, int]:
+        return {"lateEventsDropped": self._late}
+
+
+def _min_or_none(values: Iterable[int | None]) -> int | None:
+    """The minimum, where None ("nothing seen yet") is below every number."""
+    known: list[int] = []
+    for value in values:
+        if value is None:
+            return None
+        known.append(value)
+    return min(known)
+
+
+def insert_watermarks_p(
+    policy: event_time.EventTimePolicy, clock: Clock = monotonic_ms
+) -> processor.ProcessorFactory:
+    """A factory of processors that timestamp items and insert watermarks (see the module doc).
+
+    >>> from jetlet.testing import verify_processor
+    >>> policy = event_time.EventTimePolicy(timestamp_fn=lambda x: x, allowed_lag=1)
+    >>> _ = verify_processor(insert_watermarks_p(policy)).input([5, 3, 7]).expect_output(
+    ...     [(5, 5), wm.Watermark(4), (7, 7), wm.Watermark(6)]
+    ... )
+    """
+    if not isinstance(policy, event_time.EventTimePolicy):
+        raise TypeError(f"insert_watermarks_p needs an EventTimePolicy, got {type(policy).__qualname__}")
+    if policy.timestamp_fn is None:
+        raise ValueError("insert_watermarks_p needs an EventTimePolicy with a timestamp_fn")
+    return lambda: InsertWatermarksP(policy, clock)

@@ -1,0 +1,503 @@
+"""Sliding and tumbling window aggregation by event time (Jet's ``SlidingWindowP``).
+
+Time is cut into *frames* by a :class:`~jetlet.core.event_time.SlidingWindowPolicy`;
+a window is ``frames_per_window`` consecutive frames and is named by its end
+(exclusive). One processor class runs in three modes:
+
+* ``aggregate_to_sliding_window_p`` - single stage: items in, window results out.
+* ``accumulate_by_frame_p`` - first of two stages: items in, one
+  ``TimestampedEntry(frame_end, key, accumulator)`` per frame and key out
+  (a tumbling window of one frame that emits raw accumulators).
+* ``combine_to_sliding_window_p`` - second stage: those frames in (their
+  accumulators are combined), window results out.
+
+**State.** ``frames`` maps a frame's end to ``{key: accumulator}``. An item
+goes into the frame ending at ``higher_frame_ts(timestamp)`` (in the second
+stage the entry's timestamp already is a frame end).
+
+**Watermarks.** A watermark ``wm`` completes every window whose end is
+``<= wm``. Windows are emitted in order, from ``next_win_to_emit`` up to
+``wm``, each as ``map_to_output_fn(start, end, key, result, is_early)`` per
+key (``KeyedWindowResult`` by default; None is not emitted); after a window
+the frame leaving the sliding window is evicted; then ``next_win_to_emit``
+becomes ``higher_frame_ts(wm)`` and the watermark is forwarded. Runs of
+windows without data are skipped. An item whose frame ends before
+``next_win_to_emit`` is *late*: its frame already took part in an emitted
+window, so it is dropped and counted (``metrics()["lateEventsDropped"]``).
+Jet does the same: a "partially late" item is dropped too.
+
+**Cost of sliding.** With a ``deduct`` function the processor keeps a
+running accumulator per key for the current window: the next window is the
+current one combined with the frame entering and, after emission, deducted
+by the frame leaving; keys whose accumulator equals an empty one are dropped.
+That is O(keys in two frames) per slide, independent of
+``frames_per_window``; results are taken with ``export``. Without ``deduct``
+every window is recomputed by combining its frames into fresh accumulators
+and finished with ``finish``. A tumbling window finishes its single frame.
+
+**Early results.** With ``early_results_period_ms > 0``, ``try_process()``
+emits, once per period (by an injectable millisecond clock), the exported
+partial result of every incomplete window that has data, with
+``is_early=True``.
+
+**Snapshots** save every frame accumulator under ``FrameSnapshotKey(frame_end,
+key)`` and ``next_win_to_emit`` under a constant key. A restore merges
+frames (combining accumulators that meet under the same frame and key), takes
+the minimum ``next_win_to_emit`` over the restored processors, drops frames
+that no window still to be emitted needs, and recomputes the running window
+at the next emission. A batch of windows being emitted when a snapshot
+starts is emitted first (Jet's ``flushBuffers``), so state and output agree.
+
+**Completion.** When every input is done (batch jobs) all remaining windows
+are emitted, up to the last window that holds the newest frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import operator
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
+
+from jetlet import datamodel
+from jetlet.aggregate import operation as agg
+from jetlet.core import event_time, processor
+from jetlet.core import inbox as inbox_mod
+from jetlet.core import outbox as outbox_mod
+from jetlet.core import watermark as wm
+from jetlet.core.processors import watermarks
+
+KeyFn = Callable[[Any], Hashable]
+TimestampFn = Callable[[Any], int]
+MapToOutput = Callable[[int, int, Any, Any, bool], Any]
+"""``fn(start, end, key, result, is_early) -> output`` (Jet's ``KeyedWindowResultFunction``)."""
+
+_MISSING = object()
+_NEXT_WIN_KEY = "__jetlet_sliding_window_next_win_to_emit__"
+
+
+def keyed_window_result(start: int, end: int, key: Any, result: Any, is_early: bool) -> Any:
+    """The default ``map_to_output_fn``: a :class:`~jetlet.datamodel.KeyedWindowResult`."""
+    return datamodel.KeyedWindowResult(start, end, key, result, is_early)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FrameSnapshotKey:
+    """The snapshot key of one frame accumulator; ``key`` is the grouping (partitioning) key."""
+
+    timestamp: int
+    key: Any
+
+
+class _Emission:
+    """Outputs being emitted from an iterator, keeping those the outbox refused."""
+
+    __slots__ = ("_held", "_items")
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self._items = items
+        self._held: list[Any] = []
+
+    def emit(self, outbox: outbox_mod.Outbox) -> bool:
+        """Emit until the iterator is exhausted (True) or the outbox is full (False)."""
+        while True:
+            room = outbox.room()
+            if room <= 0:
+                return False
+            batch = self._held
+            if len(batch) < room:
+                batch.extend(itertools.islice(self._items, room - len(batch)))
+            taken = outbox.offer_batch(batch[:room])
+            self._held = batch[taken:]
+            if self._held:
+                return False
+            if taken < room:
+                return True
+
+    def emit_to_snapshot(self, outbox: outbox_mod.Outbox) -> bool:
+        """Offer ``(key, value)`` pairs to the snapshot until done (True) or full (False)."""
+        for entry in itertools.chain(self._held, self._items):
+            if not outbox.offer_to_snapshot(entry[0], entry[1]):
+                self._held = [entry]
+                return False
+            self._held = []
+        return True
+
+
+class SlidingWindowP(processor.Processor):
+    """See the module doc. Made by the three factory functions below."""
+
+    def __init__(
+        self,
+        key_fns: Sequence[KeyFn],
+        timestamp_fns: Sequence[TimestampFn],
+        accumulate_fns: Sequence[Callable[[Any, Any], Any]],
+        policy: event_time.SlidingWindowPolicy,
+        op: agg.AggregateOperation[Any, Any],
+        map_to_output_fn: MapToOutput | None,
+        frame_timestamps: bool,
+        early_results_period_ms: int,
+        clock: watermarks.Clock,
+    ) -> None:
+        self._key_fns = list(key_fns)
+        self._timestamp_fns = list(timestamp_fns)
+        self._accumulate_fns = list(accumulate_fns)
+        self._emits_frames = map_to_output_fn is None
+        self._policy = policy.to_tumbling_by_frame() if self._emits_frames else policy
+        self._op = op
+        self._create = op.create_fn
+        self._combine = op.combine_fn
+        self._deduct = None if self._policy.is_tumbling else op.deduct_fn
+        self._empty_acc = op.create_fn()
+        self._shape: MapToOutput = map_to_output_fn or keyed_window_result
+        self._frame_timestamps = frame_timestamps
+        self._early_period = early_results_period_ms
+        self._clock = clock
+        self._frames: dict[int, dict[Any, Any]] = {}
+        self._top_ts: int | None = None
+        self._next_win: int | None = None
+        self._sliding: dict[Any, Any] | None = None
+        self._late = 0
+        self._last_early_at = 0
+        self._flushing: _Emission | None = None
+        self._early: _Emission | None = None
+        self._completing: _Emission | None = None
+        self._snapshotting: _Emission | None = None
+        self._restored_next: list[int] = []
+
+    def init(self, outbox: outbox_mod.Outbox, context: processor.ProcessorContext) -> None:
+        super().init(outbox, context)
+        self._last_early_at = self._clock()
+
+    # -- items --------------------------------------------------------------
+    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        if not self._early_done():
+            return
+        key_fn = self._key_fns[ordinal]
+        timestamp_fn = self._timestamp_fns[ordinal]
+        accumulate = self._accumulate_fns[ordinal]
+        frame_ts_of = self._checked_frame_ts if self._frame_timestamps else self._policy.higher_frame_ts
+        frames, create, missing, next_win = self._frames, self._create, _MISSING, self._next_win
+        top = self._top_ts
+        for item in inbox.take_all():
+            frame_ts = frame_ts_of(timestamp_fn(item))
+            if next_win is not None and frame_ts < next_win:
+                self._late += 1
+                continue
+            frame = frames.get(frame_ts)
+            if frame is None:
+                frame = frames[frame_ts] = {}
+                if top is None or frame_ts > top:
+                    top = frame_ts
+            key = key_fn(item)
+            acc = frame.get(key, missing)
+            frame[key] = accumulate(create() if acc is missing else acc, item)
+        self._top_ts = top
+
+    def _checked_frame_ts(self, timestamp: int) -> int:
+        if self._policy.floor_frame_ts(timestamp) != timestamp:
+            raise ValueError(
+                f"frame timestamp {timestamp} is not a frame boundary of {self._policy}: "
+                "both stages of a window aggregation must use the same SlidingWindowPolicy"
+            )
+        return timestamp
+
+    # -- watermarks and completion -----------------------------------------
+    def try_process_watermark(self, watermark: wm.Watermark) -> bool:
+        if watermark.is_idle_message():
+            return self.outbox.offer(watermark)
+        if not self._early_done():
+            return False
+        if self._flushing is None:
+            self._flushing = _Emission(self._windows_until(watermark.timestamp))
+        if not self._flushing.emit(self.outbox) or not self.outbox.offer(watermark):
+            return False
+        self._flushing = None
+        return True
+
+    def complete(self) -> bool:
+        if not self._early_done():
+            return False
+        if self._completing is None:
+            if self._top_ts is None or not self._frames:
+                return True
+            last_window = self._top_ts + self._policy.window_size - self._policy.frame_size
+            self._completing = _Emission(self._windows_until(last_window))
+        return self._completing.emit(self.outbox)
+
+    def _windows_until(self, limit: int) -> Iterator[Any]:
+        """Emit the windows ending at or before ``limit``, evicting as it goes; see the module doc."""
+        frame_size = self._policy.frame_size
+        frames = self._frames
+        win_end = self._next_win if self._next_win is not None else _lowest(frames)
+        while win_end is not None and win_end <= limit:
+            if not frames:
+                self._sliding = {} if self._sliding is not None else None
+                break
+            if not self._sliding and win_end not in frames:
+                lowest = min(frames)
+                if lowest > win_end:
+                    win_end = lowest
+                    continue
+            yield from self._window_outputs(win_end)
+            self._complete_window(win_end)
+            win_end += frame_size
+            self._next_win = win_end
+        after = self._policy.higher_frame_ts(limit)
+        if self._next_win is None or after > self._next_win:
+            self._next_win = after
+
+    def _window_outputs(self, win_end: int) -> list[Any]:
+        if self._emits_frames:
+            frame = self._frames.get(win_end, {})
+            return [datamodel.TimestampedEntry(win_end, key, acc) for key, acc in frame.items()]
+        if self._policy.is_tumbling:
+            accs, result_fn = self._frames.get(win_end, {}), self._op.finish_fn
+        elif self._deduct is not None:
+            accs, result_fn = self._slide_to(win_end), self._op.export_fn
+        else:
+            accs, result_fn = self._recompute(win_end), self._op.finish_fn
+        start, shape = win_end - self._policy.window_size, self._shape
+        outputs = (shape(start, win_end, key, result_fn(acc), False) for key, acc in accs.items())
+        return [output for output in outputs if output is not None]
+
+    def _slide_to(self, win_end: int) -> dict[Any, Any]:
+        """The running window moved to end at ``win_end`` (the frame entering combined in)."""
+        if self._sliding is None:
+            self._sliding = self._recompute(win_end)
+        else:
+            entering = self._frames.get(win_end)
+            if entering:
+                self._patch(self._op.require_combine(), entering)
+        return self._sliding
+
+    def _complete_window(self, win_end: int) -> None:
+        leaving = self._frames.pop(win_end - self._policy.window_size + self._policy.frame_size, None)
+        if leaving and self._deduct is not None and self._sliding is not None:
+            self._patch(self._deduct, leaving)
+
+    def _patch(self, fn: Callable[[Any, Any], Any], frame: dict[Any, Any]) -> None:
+        sliding, create, empty, missing = self._sliding, self._create, self._empty_acc, _MISSING
+        assert sliding is not None
+        for key, frame_acc in frame.items():
+            acc = sliding.get(key, missing)
+            patched = fn(create() if acc is missing else acc, frame_acc)
+            if patched == empty:
+                sliding.pop(key, None)
+            else:
+                sliding[key] = patched
+
+    def _recompute(self, win_end: int) -> dict[Any, Any]:
+        """Fresh accumulators of the window ending at ``win_end``, combined from its frames."""
+        combine, create, missing = self._op.require_combine(), self._create, _MISSING
+        frame_size = self._policy.frame_size
+        window: dict[Any, Any] = {}
+        for frame_ts in range(win_end - self._policy.window_size + frame_size, win_end + 1, frame_size):
+            frame = self._frames.get(frame_ts)
+            if not frame:
+                continue
+            for key, frame_acc in frame.items():
+                acc = window.get(key, missing)
+                window[key] = combine(create() if acc is missing else acc, frame_acc)
+        return window
+
+    # -- early results -------------------------------------------------------
+    def try_process(self) -> bool:
+        if self._early_period <= 0 or self._emits_frames:
+            return True
+        if self._early is None:
+            now = self._clock()
+            if now - self._last_early_at < self._early_period:
+                return True
+            self._last_early_at = now
+            self._early = _Emission(self._early_outputs())
+        return self._early_done()
+
+    def _early_done(self) -> bool:
+        """Finish emitting early results (True), or False if the outbox is full."""
+        if self._early is None:
+            return True
+        if not self._early.emit(self.outbox):
+            return False
+        self._early = None
+        return True
+
+    def _early_outputs(self) -> Iterator[Any]:
+        lowest = _lowest(self._frames)
+        if lowest is None or self._top_ts is None:
+            return
+        policy, export, shape = self._policy, self._op.export_fn, self._shape
+        first = lowest if self._next_win is None else max(lowest, self._next_win)
+        last = self._top_ts + policy.window_size - policy.frame_size
+        for win_end in range(first, last + 1, policy.frame_size):
+            accs = self._frames.get(win_end, {}) if policy.is_tumbling else self._recompute(win_end)
+            start = win_end - policy.window_size
+            outputs = (shape(start, win_end, key, export(acc), True) for key, acc in accs.items())
+            yield from [output for output in outputs if output is not None]
+
+    # -- snapshots -----------------------------------------------------------
+    def save_to_snapshot(self) -> bool:
+        if self._flushing is not None and not self._flushing.emit(self.outbox):
+            return False
+        if self._snapshotting is None:
+            entries: list[tuple[Any, Any]] = [
+                (FrameSnapshotKey(frame_ts, key), acc)
+                for frame_ts, frame in self._frames.items()
+                for key, acc in frame.items()
+            ]
+            if self._next_win is not None:
+                entries.append((_NEXT_WIN_KEY, self._next_win))
+            self._snapshotting = _Emission(iter(entries))
+        if not self._snapshotting.emit_to_snapshot(self.outbox):
+            return False
+        self._snapshotting = None
+        return True
+
+    def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        for key, value in inbox.take_all():
+            if isinstance(key, FrameSnapshotKey):
+                self._restore_frame_acc(key, value)
+            elif key == _NEXT_WIN_KEY:
+                self._restored_next.append(value)
+            else:
+                raise ValueError(f"a window processor cannot restore the snapshot entry {key!r}")
+
+    def _restore_frame_acc(self, key: FrameSnapshotKey, acc: Any) -> None:
+        frame = self._frames.setdefault(key.timestamp, {})
+        if key.key in frame:
+            if self._combine is None:
+                raise ValueError(f"snapshot has {key!r} twice and the operation cannot combine")
+            frame[key.key] = self._combine(frame[key.key], acc)
+        else:
+            frame[key.key] = acc
+        if self._top_ts is None or key.timestamp > self._top_ts:
+            self._top_ts = key.timestamp
+
+    def finish_snapshot_restore(self) -> bool:
+        if self._restored_next:
+            self._next_win = min(self._restored_next)
+            self._restored_next = []
+            oldest_needed = self._next_win - self._policy.window_size + self._policy.frame_size
+            for frame_ts in [ts for ts in self._frames if ts < oldest_needed]:
+                del self._frames[frame_ts]
+        return True
+
+    def metrics(self) -> dict[str, int]:
+        return {"lateEventsDropped": self._late}
+
+
+def _lowest(frames: dict[int, Any]) -> int | None:
+    return min(frames) if frames else None
+
+
+# -- factories -----------------------------------------------------------------
+
+
+def _as_list(fns: Any, what: str) -> list[Any]:
+    listed = [fns] if callable(fns) else list(fns)
+    for fn in listed:
+        if not callable(fn):
+            raise TypeError(f"{what} must be callables, got {fn!r}")
+    return listed
+
+
+def _check(
+    key_fns: list[KeyFn],
+    timestamp_fns: list[TimestampFn],
+    policy: event_time.SlidingWindowPolicy,
+    op: agg.AggregateOperation[Any, Any],
+) -> list[Callable[[Any, Any], Any]]:
+    if not isinstance(policy, event_time.SlidingWindowPolicy):
+        raise TypeError(f"policy must be a SlidingWindowPolicy, got {type(policy).__qualname__}")
+    if len(key_fns) != len(timestamp_fns):
+        raise ValueError(
+            f"got {len(key_fns)} key functions and {len(timestamp_fns)} timestamp functions; "
+            "give one of each per input"
+        )
+    return [op.accumulate_fn(ordinal) for ordinal in range(len(key_fns))]
+
+
+def _check_period(early_results_period_ms: int) -> None:
+    if early_results_period_ms < 0:
+        raise ValueError(f"early_results_period_ms must be >= 0, got {early_results_period_ms}")
+
+
+def accumulate_by_frame_p(
+    key_fns: KeyFn | Sequence[KeyFn],
+    timestamp_fns: TimestampFn | Sequence[TimestampFn],
+    policy: event_time.SlidingWindowPolicy,
+    aggr_op: agg.AggregateOperation[Any, Any],
+) -> processor.ProcessorFactory:
+    """First stage: per input ``i``, key ``key_fns[i](item)`` and event time ``timestamp_fns[i](item)``.
+
+    Emits ``TimestampedEntry(frame_end, key, accumulator)`` for every frame
+    the watermark completes, then the watermark.
+    """
+    keys, stamps = _as_list(key_fns, "key_fns"), _as_list(timestamp_fns, "timestamp_fns")
+    accumulate = _check(keys, stamps, policy, aggr_op)
+    return lambda: SlidingWindowP(
+        keys, stamps, accumulate, policy, aggr_op, None, False, 0, watermarks.monotonic_ms
+    )
+
+
+def combine_to_sliding_window_p(
+    policy: event_time.SlidingWindowPolicy,
+    aggr_op: agg.AggregateOperation[Any, Any],
+    map_to_output_fn: MapToOutput = keyed_window_result,
+    *,
+    early_results_period_ms: int = 0,
+    clock: watermarks.Clock = watermarks.monotonic_ms,
+) -> processor.ProcessorFactory:
+    """Second stage: combines the frames of ``accumulate_by_frame_p`` into windows; emits their results."""
+    if not isinstance(policy, event_time.SlidingWindowPolicy):
+        raise TypeError(f"policy must be a SlidingWindowPolicy, got {type(policy).__qualname__}")
+    _check_period(early_results_period_ms)
+    combine = aggr_op.require_combine()
+
+    def combine_frame(acc: Any, entry: datamodel.TimestampedEntry[Any, Any]) -> Any:
+        return combine(acc, entry.value)
+
+    get_key: KeyFn = operator.attrgetter("key")
+    get_ts: TimestampFn = operator.attrgetter("timestamp")
+    return lambda: SlidingWindowP(
+        [get_key], [get_ts], [combine_frame], policy, aggr_op, map_to_output_fn, True,
+        early_results_period_ms, clock,
+    )  # fmt: skip
+
+
+def aggregate_to_sliding_window_p(
+    key_fns: KeyFn | Sequence[KeyFn],
+    timestamp_fns: TimestampFn | Sequence[TimestampFn],
+    policy: event_time.SlidingWindowPolicy,
+    aggr_op: agg.AggregateOperation[Any, Any],
+    map_to_output_fn: MapToOutput = keyed_window_result,
+    *,
+    early_results_period_ms: int = 0,
+    clock: watermarks.Clock = watermarks.monotonic_ms,
+) -> processor.ProcessorFactory:
+    """Single stage: items in, window results out (see the module doc).
+
+    >>> from jetlet.aggregate import operations
+    >>> from jetlet.core import event_time
+    >>> from jetlet.testing import verify_processor
+    >>> events = [(1, "a"), (12, "a"), wm.Watermark(20)]
+    >>> _ = verify_processor(
+    ...     aggregate_to_sliding_window_p(
+    ...         lambda e: e[1], lambda e: e[0], event_time.sliding_win_policy(20, 10), operations.counting()
+    ...     )
+    ... ).input(events).expect_output([
+    ...     datamodel.KeyedWindowResult(-10, 10, "a", 1),
+    ...     datamodel.KeyedWindowResult(0, 20, "a", 2),
+    ...     wm.Watermark(20),
+    ...     datamodel.KeyedWindowResult(10, 30, "a", 1),
+    ... ])
+    """
+    keys, stamps = _as_list(key_fns, "key_fns"), _as_list(timestamp_fns, "timestamp_fns")
+    accumulate = _check(keys, stamps, policy, aggr_op)
+    _check_period(early_results_period_ms)
+    if not policy.is_tumbling:
+        aggr_op.require_combine()
+    return lambda: SlidingWindowP(
+        keys, stamps, accumulate, policy, aggr_op, map_to_output_fn, False, early_results_period_ms, clock
+    )
