@@ -51,9 +51,12 @@ def stable_hash(key: object) -> int:
     kind = type(key)
     if kind is str:
         return zlib.crc32(key.encode())  # type: ignore[attr-defined]
-    if kind is int or kind is float or kind is bool:
+    if kind is int or kind is bool:
         return hash(key) & _MASK64
     return _stable_hash_slow(key)
+
+
+_NAN_HASH = zlib.crc32(b"nan")
 
 
 def _stable_hash_slow(key: object) -> int:
@@ -65,6 +68,8 @@ def _stable_hash_slow(key: object) -> int:
         return zlib.crc32(key.encode())
     if isinstance(key, enum.Enum):
         return stable_hash(key.value)
+    if isinstance(key, float) and key != key:
+        return _NAN_HASH  # hash(nan) depends on the object's identity since Python 3.10
     if isinstance(key, int | float):
         return hash(key) & _MASK64
     if isinstance(key, tuple):

@@ -190,6 +190,7 @@ class _AccumulateP(processor.Processor):
         self._op = op
         self._stage = stage  # "accumulate", "combine" or "aggregate"
         self._acc = op.create_fn()
+        self._restored = False
         self._done = False
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
@@ -216,9 +217,14 @@ class _AccumulateP(processor.Processor):
         return self.outbox.offer_to_snapshot(_GLOBAL_KEY, self._acc)
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
-        combine = self._op.require_combine()
+        # One saved accumulator is put back as it is; several (from processors
+        # merged by a rescale) must be combined.
         for _key, acc in inbox.take_all():
-            self._acc = combine(self._acc, acc)
+            if self._restored:
+                self._acc = self._op.require_combine()(self._acc, acc)
+            else:
+                self._acc = acc
+                self._restored = True
 
 
 def accumulate_p(op: agg.AggregateOperation[Any, Any]) -> processor.ProcessorFactory:

@@ -186,10 +186,15 @@ class _AsyncServiceP(processor.Processor):
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         self._collect()
         self._emit()
+        took = False
         while inbox and inbox.peek() is not _HELD and len(self._in_flight) < self._max:
             self._take(inbox.remove())
+            took = True
             if not inbox:  # keep the inbox non-empty while this processor holds items
                 inbox.add_batch([_HELD])
+        if took:  # results that are already there leave in this call (progress the caller can see)
+            self._collect()
+            self._emit()
         if inbox and inbox.peek() is _HELD and not self._in_flight and not self._ready:
             inbox.remove()
 

@@ -65,12 +65,18 @@ def source_from_iterable(items: Iterable[Any]) -> processor.ProcessorMetaSupplie
     """Emits the items of ``items``, split among the processors by index.
 
     With one processor per member (the preferred parallelism), processor ``i``
-    of ``n`` takes every ``n``-th item starting at ``i``.
+    of ``n`` takes every ``n``-th item starting at ``i`` of a re-iterable
+    collection (a list, a range). A one-shot iterator (a generator) cannot be
+    shared that way, so processor 0 emits all of it and the others nothing.
     """
+    one_shot = iter(items) is items
 
     def make(context: processor.ProcessorContext) -> Iterable[Any]:
         n = context.total_parallelism
-        return itertools.islice(items, context.global_processor_index, None, n) if n > 1 else items
+        index = context.global_processor_index
+        if one_shot:
+            return items if index == 0 else ()
+        return itertools.islice(items, index, None, n) if n > 1 else items
 
     return processor.ProcessorMetaSupplier.of(
         lambda: _IteratorSourceP(make, True), preferred_local_parallelism=1
