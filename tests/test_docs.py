@@ -18,6 +18,14 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.dag",
     "jetlet.core.edge",
     "jetlet.core.partitioning",
+    "jetlet.core.processors.hash_join",
+    "jetlet.core.processors.session",
+    "jetlet.core.processors.sort",
+    "jetlet.aggregate.operations",
+    "jetlet.datamodel",
+    "jetlet.observable",
+    "jetlet.pipeline.window",
+    "jetlet",
     "jetlet.core.traverser",
 ]
 

@@ -1,18 +1,18 @@
 """jetlet: a distributed stream and batch processor for Python, on the design of Hazelcast Jet.
 
 Write a pipeline (``jetlet.pipeline``) or build a DAG (``jetlet.core``) and
-run it on an instance::
+run it on an instance:
 
-    import jetlet
-    from jetlet import AggregateOperations, Pipeline, Sinks, Sources
-
-    p = Pipeline()
-    p.read_from(Sources.items("a", "b", "a")).grouping_key(str).aggregate(
-        AggregateOperations.counting()
-    ).write_to(Sinks.map("counts"))
-    with jetlet.embedded() as jet:
-        jet.new_job(p).join()
-        assert jet.get_map("counts") == {"a": 2, "b": 1}
+>>> import jetlet
+>>> from jetlet import AggregateOperations, Pipeline, Sinks, Sources
+>>> p = Pipeline()
+>>> _ = p.read_from(Sources.items("a", "b", "a")).grouping_key(str).aggregate(
+...     AggregateOperations.counting()
+... ).write_to(Sinks.map("counts"))
+>>> with jetlet.embedded() as jet:
+...     jet.new_job(p).join()
+...     sorted(jet.get_map("counts").items())
+[('a', 2), ('b', 1)]
 """
 
 from __future__ import annotations
