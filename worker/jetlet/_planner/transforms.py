@@ -546,7 +546,10 @@ class WindowAggregateTransform(Transform):
             windows.accumulate_by_frame_p(self.key_fns, timestamp_fns, policy, self.op),
         )
         keys = self.key_fns
-        planner.add_edges(self, prepare, lambda edge, ordinal: edge.partitioned(keys[ordinal]))
+        if self.keyed:
+            planner.add_edges(self, prepare, lambda edge, ordinal: edge.partitioned(keys[ordinal]))
+        else:  # one global key: every prepare processor accumulates its share of the frames
+            planner.add_edges(self, prepare)
         combine = planner.add_vertex(
             self,
             self.name,
