@@ -43,16 +43,15 @@ import bisect
 import dataclasses
 import heapq
 import itertools
-import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
-from jetlet import datamodel
 from jetlet.aggregate import operation as agg
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor
 from jetlet.core import watermark as wm
+from jetlet.core.processors import watermarks, windows
 
 KeyFn = Callable[[Any], Hashable]
 TimestampFn = Callable[[Any], int]
@@ -61,16 +60,6 @@ SessionOutputFn = Callable[[int, int, Any, Any, bool], Any]
 
 _NO_WATERMARK = -(1 << 63)
 _END_OF_TIME = 1 << 63
-
-
-def now_millis() -> int:
-    """The default clock of early results: monotonic milliseconds."""
-    return time.monotonic_ns() // 1_000_000
-
-
-def keyed_window_result(start: int, end: int, key: Any, result: Any, is_early: bool) -> Any:
-    """The default output: a :class:`jetlet.datamodel.KeyedWindowResult`."""
-    return datamodel.KeyedWindowResult(start, end, key, result, is_early)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,7 +308,7 @@ def aggregate_to_session_window_p(
     aggr_op: agg.AggregateOperation[Any, Any],
     map_to_output_fn: SessionOutputFn | None = None,
     early_results_period_ms: int = 0,
-    clock: Callable[[], int] = now_millis,
+    clock: Callable[[], int] = watermarks.monotonic_ms,
 ) -> processor.ProcessorFactory:
     """Session windows per key (Jet's ``Processors.aggregateToSessionWindowP``).
 
@@ -349,7 +338,7 @@ def aggregate_to_session_window_p(
     aggr_op.require_combine()
     for ordinal in range(len(keys)):
         aggr_op.accumulate_fn(ordinal)
-    output = map_to_output_fn if map_to_output_fn is not None else keyed_window_result
+    output = map_to_output_fn if map_to_output_fn is not None else windows.keyed_window_result
     return lambda: SessionWindowP(
         session_timeout, keys, timestamps, aggr_op, output, early_results_period_ms, clock
     )
