@@ -205,9 +205,8 @@ class ProcessorTasklet(Tasklet):
                 stream = group[(self._group_next + step) % len(group)]
                 if stream.is_done:
                     continue
-                was_done = stream.is_done
                 read, advanced = stream.drain_to(self.inbox, INBOX_LIMIT)
-                if stream.is_done and not was_done:
+                if stream.is_done:
                     self._mark_edge_done(stream.ordinal)
                 if read:
                     read_any = True

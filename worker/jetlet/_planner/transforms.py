@@ -419,16 +419,30 @@ def _on_items(op: agg.AggregateOperation[Any, Any]) -> agg.AggregateOperation[An
     return dataclasses.replace(op, accumulate_fns=tuple(unwrap(fn) for fn in op.accumulate_fns))
 
 
+WRAP_AS_EVENT = event_time.wrap_as_event
+"""The default wrap function: ``(timestamp, item)`` events."""
+
+
 class TimestampTransform(Transform):
     """Gives a stream event time: wraps items as ``(ts, item)`` events and inserts watermarks."""
 
-    def __init__(self, upstream: Transform, timestamp_fn: Callable[[Any], int], allowed_lag: int) -> None:
+    def __init__(
+        self,
+        upstream: Transform,
+        timestamp_fn: Callable[[Any], int],
+        allowed_lag: int,
+        wrap_fn: Callable[[Any, int], Any] | None = event_time.wrap_as_event,
+    ) -> None:
         super().__init__("add-timestamps", [upstream])
         self.timestamp_fn = timestamp_fn
         self.allowed_lag = allowed_lag
+        self.wrap_fn = wrap_fn
+        """How an item and its timestamp become an event; None for items that already are events."""
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
-        policy = event_time.EventTimePolicy(timestamp_fn=self.timestamp_fn, allowed_lag=self.allowed_lag)
+        policy = event_time.EventTimePolicy(
+            timestamp_fn=self.timestamp_fn, allowed_lag=self.allowed_lag, wrap_fn=self.wrap_fn
+        )
         upstream = planner.vertex_of[planner.upstream[self][0]]
         parallelism = self.local_parallelism
         if parallelism == -1:

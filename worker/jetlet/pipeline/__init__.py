@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from jetlet.core.processors.hash_join import JoinClause
 from jetlet.pipeline.pipeline import Pipeline
+from jetlet.pipeline.sink_builder import SinkBuilder
 from jetlet.pipeline.sinks import Sink, Sinks
+from jetlet.pipeline.source_builder import SourceBuffer, SourceBuilder, TimestampedSourceBuffer
 from jetlet.pipeline.sources import BatchSource, Sources, StreamSource
 from jetlet.pipeline.stages import (
     AggregateBuilder,
@@ -35,13 +37,17 @@ __all__ = [
     "ServiceFactories",
     "ServiceFactory",
     "Sink",
+    "SinkBuilder",
     "SinkStage",
     "Sinks",
+    "SourceBuffer",
+    "SourceBuilder",
     "Sources",
     "StageWithWindow",
     "StreamSource",
     "StreamSourceStage",
     "StreamStage",
     "StreamStageWithKey",
+    "TimestampedSourceBuffer",
     "WindowDefinition",
 ]

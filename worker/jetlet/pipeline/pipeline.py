@@ -55,7 +55,7 @@ class Pipeline:
         if isinstance(source, sources_mod.StreamSource):
             transform = tf.SourceTransform(source.name, source.supplier)
             self._connect(transform)
-            return stages.StreamSourceStage(self, transform, source.native_timestamps)
+            return stages.StreamSourceStage(self, transform, source.native_timestamps, source.emits_events)
         raise TypeError(f"read_from needs a BatchSource or a StreamSource, got {type(source).__qualname__}")
 
     def write_to(self, sink: sinks_mod.Sink[Any], *stages_: stages.GeneralStage[Any]) -> stages.SinkStage:

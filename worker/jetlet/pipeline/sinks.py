@@ -1,16 +1,23 @@
-"""Pipeline sinks (Jet's ``Sinks``): where a pipeline's results go."""
+"""Pipeline sinks (Jet's ``Sinks``): where a pipeline's results go.
+
+A sink is a named processor meta supplier; ``Pipeline.write_to`` (or a
+stage's ``write_to``) makes it the vertex that consumes a stage's items.
+Custom sinks come from :class:`~jetlet.pipeline.sink_builder.SinkBuilder`.
+"""
 
 from __future__ import annotations
 
 import builtins
+import codecs
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from jetlet.core import processor as proc
 from jetlet.core import processors
-from jetlet.core.processors import store
+from jetlet.core.processors import file_sink, store
 
 
 def _first(item: Any) -> Any:
@@ -89,6 +96,29 @@ class Sinks:
         """Logs each result with the processor's logger."""
         return Sink(
             "loggerSink", proc.ProcessorMetaSupplier.of(processors.logger_sink_p(to_string, level), 1)
+        )
+
+    @staticmethod
+    def files(
+        directory: str | os.PathLike[str], to_string_fn: Callable[[Any], str] = str, encoding: str = "utf-8"
+    ) -> Sink[Any]:
+        """Each sink processor writes ``to_string_fn(item)`` lines to its own file ``directory/<index>``.
+
+        ``<index>`` is the processor's global index; the directory is
+        created if missing and an older file of the same name is replaced.
+        """
+        if not isinstance(directory, str | os.PathLike) or not os.fspath(directory):
+            raise ValueError(f"Sinks.files: directory must be a non-empty path, got {directory!r}")
+        if not callable(to_string_fn):
+            raise TypeError(f"Sinks.files: to_string_fn must be callable, got {to_string_fn!r}")
+        try:
+            codecs.lookup(encoding)
+        except (LookupError, TypeError) as exc:
+            raise ValueError(f"Sinks.files: encoding {encoding!r} is not a known codec") from exc
+        path = os.fspath(directory)
+        return Sink(
+            f"filesSink({path})",
+            proc.ProcessorMetaSupplier.of(file_sink.write_file_p(str(path), to_string_fn, encoding)),
         )
 
     @staticmethod

@@ -3,13 +3,17 @@
 A source is a named processor meta supplier plus its kind: a
 :class:`BatchSource` ends, a :class:`StreamSource` may not. Reading a source
 with ``Pipeline.read_from`` gives a ``BatchStage`` or a
-``StreamSourceStage``.
+``StreamSourceStage``. File sources split the matching files among their
+processors by global processor index; custom sources come from
+:class:`~jetlet.pipeline.source_builder.SourceBuilder`.
 """
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import fnmatch
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -17,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from jetlet.core import processor as proc
 from jetlet.core import processors
-from jetlet.core.processors import store
+from jetlet.core.processors import socket_source, store
 
 T = TypeVar("T")
 
@@ -37,6 +41,10 @@ class StreamSource(Generic[T]):
     name: str
     supplier: proc.ProcessorMetaSupplier
     native_timestamps: Callable[[T], int] | None = None
+    emits_events: bool = False
+    """True if the source emits ``(timestamp, item)`` events (``SourceBuilder.timestamped_stream``):
+    ``native_timestamps`` then reads an event's timestamp, and the stage keeps the events as they are
+    for native timestamps and unwraps them to the items otherwise."""
 
 
 class Sources:
@@ -67,20 +75,54 @@ class Sources:
         Files are assigned to the source's processors by index (sorted by
         name), so each line is read exactly once across the cluster.
         """
-        root = Path(directory)
+        root = _checked_directory("Sources.files", directory, glob, encoding)
 
         def read(context: proc.ProcessorContext) -> Iterator[str]:
-            if not root.is_dir():
-                raise FileNotFoundError(f"Sources.files: {str(root)!r} is not a directory")
-            names = sorted(p for p in root.iterdir() if p.is_file() and fnmatch.fnmatch(p.name, glob))
-            mine = names[context.global_processor_index :: context.total_parallelism]
-            for path in mine:
+            for path in _my_files(root, glob, context, "Sources.files"):
                 with path.open(encoding=encoding) as handle:
                     for line in handle:
                         yield line.rstrip("\r\n")
 
         return BatchSource(
             f"filesSource({root}/{glob})", processors.source_from_generator(read, cooperative=False)
+        )
+
+    @staticmethod
+    def json(
+        directory: str | os.PathLike[str], glob: str = "*.json", encoding: str = "utf-8"
+    ) -> BatchSource[dict[str, Any]]:
+        """The JSON objects in the files in ``directory`` matching ``glob``, one per line (JSON Lines).
+
+        Files are split among the source's processors as in :meth:`files`.
+        Blank lines are skipped; a line that is not a JSON object fails the
+        job with an error naming the file and the line number.
+        """
+        root = _checked_directory("Sources.json", directory, glob, encoding)
+
+        def read(context: proc.ProcessorContext) -> Iterator[dict[str, Any]]:
+            for path in _my_files(root, glob, context, "Sources.json"):
+                with path.open(encoding=encoding) as handle:
+                    for number, line in enumerate(handle, start=1):
+                        if line.strip():
+                            yield _json_object(line, path, number)
+
+        return BatchSource(
+            f"jsonSource({root}/{glob})", processors.source_from_generator(read, cooperative=False)
+        )
+
+    @staticmethod
+    def socket(host: str, port: int, encoding: str = "utf-8") -> StreamSource[str]:
+        """The lines (without line ends) a TCP server at ``host:port`` sends, until it closes.
+
+        Each source processor (one per member) opens its own connection.
+        """
+        if not isinstance(host, str) or not host:
+            raise ValueError(f"Sources.socket: host must be a non-empty string, got {host!r}")
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise ValueError(f"Sources.socket: port must be an int in 1..65535, got {port!r}")
+        _check_encoding("Sources.socket", encoding)
+        return StreamSource(
+            f"socketSource({host}:{port})", socket_source.stream_socket_p(host, port, encoding)
         )
 
     @staticmethod
@@ -103,3 +145,40 @@ class Sources:
     ) -> StreamSource[Any]:
         """``create(sequence)`` at a fixed total rate (for ``count`` items, or forever)."""
         return StreamSource("testStream", processors.source_rate(items_per_second, create, count))
+
+
+def _check_encoding(what: str, encoding: str) -> None:
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError) as exc:
+        raise ValueError(f"{what}: encoding {encoding!r} is not a known codec") from exc
+
+
+def _checked_directory(what: str, directory: str | os.PathLike[str], glob: str, encoding: str) -> Path:
+    """``directory`` as a path, once the arguments of a file source are checked."""
+    if not isinstance(directory, str | os.PathLike) or not os.fspath(directory):
+        raise ValueError(f"{what}: directory must be a non-empty path, got {directory!r}")
+    if not isinstance(glob, str):
+        raise TypeError(f"{what}: glob must be a string, got {glob!r}")
+    _check_encoding(what, encoding)
+    return Path(directory)
+
+
+def _my_files(root: Path, glob: str, context: proc.ProcessorContext, what: str) -> list[Path]:
+    """This processor's share of the matching files: every ``total_parallelism``-th, sorted by name."""
+    if not root.is_dir():
+        raise FileNotFoundError(f"{what}: {str(root)!r} is not a directory")
+    names = sorted(p for p in root.iterdir() if p.is_file() and fnmatch.fnmatch(p.name, glob))
+    return names[context.global_processor_index :: context.total_parallelism]
+
+
+def _json_object(line: str, path: Path, number: int) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"Sources.json: {path}, line {number}: invalid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"Sources.json: {path}, line {number}: expected a JSON object, got {type(value).__name__}"
+        )
+    return value

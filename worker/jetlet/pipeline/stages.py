@@ -932,28 +932,29 @@ class HashJoinBuilder:
 
 
 class StreamSourceStage(Generic[T]):
-    """A stream source just read: say how its items get timestamps (Jet's ``StreamSourceStage``)."""
+    """A stream source just read: say how its items get timestamps (Jet's ``StreamSourceStage``).
+
+    A source that *emits events* (a timestamped ``SourceBuilder`` source)
+    already produces ``(timestamp, item)`` pairs: its native timestamps are
+    kept as they are, and any other choice first unwraps the items.
+    """
 
     def __init__(
         self,
         pipeline: pipeline_mod.Pipeline,
         transform: tf.Transform,
         native_timestamps: Callable[[T], int] | None,
+        emits_events: bool = False,
     ) -> None:
         self._pipeline = pipeline
         self._transform = transform
         self._native = native_timestamps
+        self._emits_events = emits_events
 
     def with_timestamps(self, timestamp_fn: Callable[[T], int], allowed_lag: int) -> StreamStage[T]:
         """Event time from ``timestamp_fn(item)``; items may arrive up to ``allowed_lag`` late."""
         _check_callable(timestamp_fn, self._transform.name, "the timestamp function")
-        if not isinstance(allowed_lag, int) or allowed_lag < 0:
-            raise ValueError(
-                f"stage {self._transform.name!r}: allowed_lag must be an int >= 0, got {allowed_lag!r}"
-            )
-        transform = tf.TimestampTransform(self._transform, timestamp_fn, allowed_lag)
-        self._pipeline._connect(transform)
-        return StreamStage(self._pipeline, transform, timestamped=True)
+        return self._timestamped(self._items(), timestamp_fn, allowed_lag, tf.WRAP_AS_EVENT)
 
     def with_native_timestamps(self, allowed_lag: int) -> StreamStage[T]:
         """Event time as the source itself assigns it."""
@@ -962,6 +963,8 @@ class StreamSourceStage(Generic[T]):
                 f"source {self._transform.name!r} has no native timestamps; use with_timestamps(fn, lag) "
                 "or with_ingestion_timestamps()"
             )
+        if self._emits_events:
+            return self._timestamped(self._transform, self._native, allowed_lag, None)
         return self.with_timestamps(self._native, allowed_lag)
 
     def with_ingestion_timestamps(self) -> StreamStage[T]:
@@ -970,7 +973,35 @@ class StreamSourceStage(Generic[T]):
 
     def without_timestamps(self) -> StreamStage[T]:
         """No event time: windows are not available downstream."""
-        return StreamStage(self._pipeline, self._transform, timestamped=False)
+        return StreamStage(self._pipeline, self._items(), timestamped=False)
+
+    def _items(self) -> tf.Transform:
+        """The source's bare items (unwrapped from events for a source that emits events)."""
+        if not self._emits_events:
+            return self._transform
+        unwrap = tf.StatelessTransform.map(self._transform, _event_item, timestamped=False)
+        self._pipeline._connect(unwrap)
+        return unwrap
+
+    def _timestamped(
+        self,
+        upstream: tf.Transform,
+        timestamp_fn: Callable[[Any], int],
+        allowed_lag: int,
+        wrap_fn: Callable[[Any, int], Any] | None,
+    ) -> StreamStage[T]:
+        if not isinstance(allowed_lag, int) or allowed_lag < 0:
+            raise ValueError(
+                f"stage {self._transform.name!r}: allowed_lag must be an int >= 0, got {allowed_lag!r}"
+            )
+        transform = tf.TimestampTransform(upstream, timestamp_fn, allowed_lag, wrap_fn)
+        transform.user_fns = [timestamp_fn]
+        self._pipeline._connect(transform)
+        return StreamStage(self._pipeline, transform, timestamped=True)
+
+
+def _event_item(event: tuple[int, Any]) -> Any:
+    return event[1]
 
 
 def _now_millis(_item: Any) -> int:

@@ -1,0 +1,50 @@
+"""Helpers shared by the benchmark scripts: timing with best-of-N and Markdown tables.
+
+Every ``*_bench.py`` measures jetlet against a plain-Python baseline doing the
+same work in the same process and run, and reports the ratio, so results from
+different machines can be compared. Timings are the best of ``--repeats``
+runs: the minimum is the run least disturbed by the rest of the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+
+DEFAULT_REPEATS = 3
+
+
+def parse_repeats(argv: Sequence[str], description: str) -> int:
+    """The ``--repeats`` flag (how many times each measurement runs; the best counts)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--repeats", type=int, default=DEFAULT_REPEATS, help="runs per measurement (best wins)"
+    )
+    repeats: int = parser.parse_args(list(argv)).repeats
+    if repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {repeats}")
+    return repeats
+
+
+def best_time(run: Callable[[], object], repeats: int) -> float:
+    """The shortest wall time, in seconds, of ``repeats`` calls of ``run``."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured Markdown table (first column left-aligned, the others right-aligned)."""
+    align = [":---"] + ["---:"] * (len(headers) - 1)
+    lines = [headers, align, *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines) + "\n"
+
+
+def rate(items: int, seconds: float) -> str:
+    """Items per second, rounded to three significant figures with a thousands separator."""
+    per_second = items / seconds
+    return f"{float(f'{per_second:.3g}'):,.0f}"

@@ -1,0 +1,118 @@
+"""Run every benchmark and record the results in ``bench/RESULTS.md``.
+
+Each ``bench/*_bench.py`` exposes ``main(argv) -> str`` returning a Markdown
+section (and prints it when run alone). This script imports them in name
+order and calls each ``main`` with the flags given here (``--repeats``); a
+script whose ``main()`` takes no arguments runs with its default flags and
+what it prints becomes its section. It then writes ``RESULTS.md``: a header
+saying when, on what machine (platform, CPU count, Python version), at which
+git commit and with which command the numbers were made, then every
+benchmark's section. A benchmark that fails is recorded with its error and
+the run goes on; the exit status is then 1.
+Run: ``python bench/run_all.py [--repeats N] [--output PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.util
+import inspect
+import io
+import os
+import platform
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+
+
+def _bench_scripts() -> list[Path]:
+    return sorted(BENCH_DIR.glob("*_bench.py"))
+
+
+def _run_script(path: Path, argv: Sequence[str]) -> str:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if inspect.signature(module.main).parameters:
+        markdown = module.main(list(argv))
+        if not isinstance(markdown, str):
+            raise TypeError(f"{path.name}: main() returned {type(markdown).__qualname__}, not Markdown text")
+        return markdown
+    return _run_printing_main(path, module.main)
+
+
+def _run_printing_main(path: Path, main: Callable[[], object]) -> str:
+    """A ``main()`` without arguments: run it with default flags and keep what it prints."""
+    printed = io.StringIO()
+    saved_argv = sys.argv
+    sys.argv = [str(path)]
+    try:
+        with contextlib.redirect_stdout(printed):
+            main()
+    finally:
+        sys.argv = saved_argv
+    return f"## {path.stem}\n\n{printed.getvalue().strip()}\n"
+
+
+def _git_commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=BENCH_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
+def _header(command: str) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    return (
+        "# Benchmark results\n\n"
+        "Each benchmark compares jetlet with a plain-Python baseline measured in the same run.\n\n"
+        f"- Date: {now}\n"
+        f"- Machine: {machine}\n"
+        f"- Commit: {_git_commit()}\n"
+        f"- Command: `{command}`\n"
+    )
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(description="Run every bench/*_bench.py and write RESULTS.md")
+    parser.add_argument("--repeats", type=int, help="passed on to every benchmark")
+    parser.add_argument("--output", type=Path, default=BENCH_DIR / "RESULTS.md")
+    args = parser.parse_args(list(argv))
+    forwarded = ["--repeats", str(args.repeats)] if args.repeats is not None else []
+    sections: list[str] = []
+    failed = False
+    sys.path.insert(0, str(BENCH_DIR))
+    for script in _bench_scripts():
+        print(f"running {script.name} ...", file=sys.stderr, flush=True)
+        try:
+            section = _run_script(script, forwarded)
+        except Exception:
+            failed = True
+            section = f"## {script.name}: FAILED\n\n```\n{traceback.format_exc().rstrip()}\n```\n"
+        print(section, flush=True)
+        sections.append(section)
+    command = " ".join(["python", "bench/run_all.py", *argv])
+    args.output.write_text(_header(command) + "\n" + "\n".join(sections), encoding="utf-8")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

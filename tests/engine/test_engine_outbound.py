@@ -1,0 +1,121 @@
+"""Outbound collectors: unicast, isolated, broadcast, partitioned and all-to-one routing, and backpressure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jetlet._execution.outbound import OutboundCollector
+from jetlet._execution.queues import DONE_ITEM, SpscQueue
+from jetlet.core import edge, partitioning
+
+
+def _queues(count: int, capacity: int = 100) -> list[SpscQueue]:
+    return [SpscQueue(capacity, f"q{i}") for i in range(count)]
+
+
+def _drain(queue: SpscQueue) -> list[Any]:
+    """Every element in the queue: items of batches flattened, control items as they are."""
+    out: list[Any] = []
+    while (element := queue.poll()) is not None:
+        if type(element) is list:
+            out.extend(element)
+        else:
+            out.append(element)
+    return out
+
+
+def test_given_three_consumers_with_room_when_unicast_then_batches_go_round_robin() -> None:
+    targets = _queues(3)
+    collector = OutboundCollector(targets, edge.RoutingPolicy.UNICAST)
+    for batch in ([1], [2], [3], [4]):
+        collector.push(batch)
+        assert collector.flush()
+    assert [_drain(q) for q in targets] == [[1, 4], [2], [3]]
+    assert collector.delivered == 4
+
+
+def test_given_a_full_consumer_when_unicast_then_the_batch_goes_to_the_next_one_with_room() -> None:
+    targets = _queues(3, capacity=1)
+    targets[0].offer_batch(["full"])
+    collector = OutboundCollector(targets, edge.RoutingPolicy.UNICAST)
+    collector.push([1])
+    assert collector.flush()
+    assert [_drain(q) for q in targets] == [["full"], [1], []]
+
+
+def test_given_every_consumer_full_when_unicast_then_the_batch_stays_pending_until_there_is_room() -> None:
+    targets = _queues(2, capacity=2)
+    for queue in targets:
+        queue.offer_batch(["x", "x"])
+    collector = OutboundCollector(targets, edge.RoutingPolicy.UNICAST)
+    collector.push([1, 2, 3])
+    assert not collector.flush()
+    assert not collector.is_flushed()
+    assert targets[0].poll() == ["x", "x"]
+    assert not collector.flush()  # only two of the three items fit
+    assert collector.delivered == 2
+    assert targets[0].poll() == [1, 2]
+    assert collector.flush()
+    assert _drain(targets[0]) == [3]
+    assert _drain(targets[1]) == ["x", "x"]
+    assert collector.delivered == 3
+
+
+def test_given_one_queue_when_isolated_or_all_to_one_then_every_batch_goes_to_it() -> None:
+    for policy in (edge.RoutingPolicy.ISOLATED, edge.RoutingPolicy.ALL_TO_ONE):
+        [queue] = targets = _queues(1)
+        collector = OutboundCollector(targets, policy)
+        collector.push([1, 2])
+        collector.push([3])
+        assert collector.flush()
+        assert _drain(queue) == [1, 2, 3]
+
+
+def test_given_broadcast_when_a_batch_is_pushed_then_every_consumer_gets_all_of_it() -> None:
+    targets = _queues(3)
+    collector = OutboundCollector(targets, edge.RoutingPolicy.BROADCAST)
+    collector.push([1, 2, 3])
+    assert collector.flush()
+    assert [_drain(q) for q in targets] == [[1, 2, 3]] * 3
+
+
+def test_given_a_partition_table_when_partitioned_then_each_item_goes_to_the_owner_of_its_key() -> None:
+    partition_count = 7
+    table = [p % 3 for p in range(partition_count)]
+    targets = _queues(3)
+    collector = OutboundCollector(
+        targets, edge.RoutingPolicy.PARTITIONED, str.upper, target_of_partition=table
+    )
+    words = ["apple", "pear", "fig", "kiwi", "apple", "plum", "fig", "lime"]
+    collector.push(list(words))
+    assert collector.flush()
+    expected: list[list[str]] = [[], [], []]
+    for word in words:
+        expected[table[partitioning.stable_hash(word.upper()) % partition_count]].append(word)
+    assert [_drain(q) for q in targets] == expected
+
+
+def test_given_a_custom_partitioner_when_partitioned_then_its_partitions_are_used() -> None:
+    class Parity:
+        def get_partition(self, key: Any, partition_count: int) -> int:
+            return int(key) % 2
+
+    targets = _queues(2)
+    collector = OutboundCollector(
+        targets, edge.RoutingPolicy.PARTITIONED, lambda n: n, Parity(), target_of_partition=[1, 0]
+    )
+    collector.push([1, 2, 3, 4])
+    assert collector.flush()
+    assert [_drain(q) for q in targets] == [[1, 3], [2, 4]]
+
+
+def test_given_data_pending_for_a_full_queue_when_a_control_item_is_pushed_then_it_follows_the_data() -> None:
+    targets = _queues(2, capacity=1)
+    collector = OutboundCollector(targets, edge.RoutingPolicy.BROADCAST)
+    collector.push([1, 2])
+    collector.push_control(DONE_ITEM)
+    assert not collector.flush()
+    assert targets[0].poll() == [1]
+    assert targets[1].poll() == [1]
+    assert collector.flush()
+    assert [_drain(q) for q in targets] == [[2, DONE_ITEM], [2, DONE_ITEM]]

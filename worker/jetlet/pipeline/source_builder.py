@@ -1,0 +1,359 @@
+"""``SourceBuilder``: a custom source from a few plain functions (Jet's ``SourceBuilder``).
+
+The user gives a name and ``create_fn(context)``, which makes the source's
+*state* (a connection, a file handle, an offset) once per processor, and
+``fill_buffer_fn(state, buffer)``, which adds the next few items to a
+bounded :class:`SourceBuffer`::
+
+    def fill(lines, buffer):
+        for _ in range(100):
+            line = lines.readline()
+            if not line:
+                buffer.close()  # a batch source ends when its buffer is closed
+                return
+            buffer.add(line.rstrip("\\n"))
+
+    source = (
+        SourceBuilder.batch("lines", lambda context: open("data.txt"))
+        .fill_buffer_fn(fill)
+        .destroy_fn(lambda lines: lines.close())
+        .build()
+    )
+
+The processor (:class:`ConvenientSourceP`, non-cooperative, since the
+functions may block) works like Jet's ``ConvenientSourceP``:
+
+* ``init`` calls ``create_fn(context)``; the context tells the processor its
+  ``global_processor_index`` and ``total_parallelism``, so a distributed
+  source reads its own slice.
+* Each ``complete()`` call first emits what the last fill left in the
+  outbox's way; when all of it is out it calls ``fill_buffer_fn`` with an
+  empty buffer and emits what it added. A batch source ends (``complete()``
+  returns True) once the buffer is closed and emptied; a stream never ends.
+* ``save_to_snapshot`` first emits everything pending (the state has moved
+  past those items), then saves ``create_snapshot_fn(state)`` under the key
+  ``(_SNAPSHOT_TAG, global_processor_index)``. On a restart the engine gives
+  the processor the snapshot entries; after the last one,
+  ``finish_snapshot_restore`` calls ``restore_snapshot_fn(state, objects)``
+  with the list of the objects received (one for a non-distributed source;
+  a distributed source gets the objects of every processor, as in Jet, and
+  picks its part).
+* ``close()`` calls ``destroy_fn(state)``, also after a failure.
+
+A non-distributed source runs as one processor in the whole cluster; call
+``distributed(n)`` for ``n`` processors per member.
+
+A timestamped stream's buffer takes ``add(item, timestamp)`` and the
+processor emits ``(timestamp, item)`` events, the pipeline's representation
+of a timestamped item; its :class:`~jetlet.pipeline.sources.StreamSource`
+says so with ``emits_events=True`` and reads native timestamps from the
+event, for ``with_native_timestamps(lag)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, Generic, Literal, Self, TypeVar
+
+from jetlet.core import inbox as inbox_mod
+from jetlet.core import processor as proc
+from jetlet.pipeline import sources as sources_mod
+
+C = TypeVar("C")
+T = TypeVar("T")
+
+BUFFER_CAPACITY = 1024
+"""How many items one ``fill_buffer_fn`` call may add."""
+
+_SNAPSHOT_TAG = "__jetlet_source_builder__"
+
+Kind = Literal["batch", "stream", "timestamped stream"]
+
+
+class SourceBuffer(Generic[T]):
+    """What ``fill_buffer_fn`` adds items to; holds at most :data:`BUFFER_CAPACITY` items per call."""
+
+    def __init__(self, source_name: str, kind: Kind, capacity: int = BUFFER_CAPACITY) -> None:
+        self._source_name = source_name
+        self._kind = kind
+        self._capacity = capacity
+        self._items: list[Any] = []
+        self._closed = False
+
+    def add(self, item: T) -> None:
+        """Add one item (not None) to emit."""
+        self._append(item, item)
+
+    def close(self) -> None:
+        """End the source: every item was added (batch sources only)."""
+        if self._kind != "batch":
+            raise RuntimeError(
+                f"source {self._source_name!r}: only a batch source may close its buffer; "
+                f"this is a {self._kind} source"
+            )
+        self._closed = True
+
+    def size(self) -> int:
+        """How many items the buffer holds now."""
+        return len(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def take(self) -> list[Any]:
+        """Processor side: remove and return everything added."""
+        items, self._items = self._items, []
+        return items
+
+    def _append(self, item: Any, entry: Any) -> None:
+        """Check ``item`` and store ``entry`` (the item itself, or its event)."""
+        if self._closed:
+            raise RuntimeError(f"source {self._source_name!r}: add() after the buffer was closed")
+        if item is None:
+            raise TypeError(
+                f"source {self._source_name!r}: cannot add None, jetlet reserves it for 'no item'"
+            )
+        if len(self._items) >= self._capacity:
+            raise OverflowError(
+                f"source {self._source_name!r}: fill_buffer_fn added more than {self._capacity} items "
+                "in one call; add fewer per call (it is called again as soon as they are emitted)"
+            )
+        self._items.append(entry)
+
+
+class TimestampedSourceBuffer(SourceBuffer[T]):
+    """The buffer of a timestamped stream: each item comes with its event time (ms)."""
+
+    def add(self, item: T, timestamp: int | None = None) -> None:
+        """Add ``item`` with ``timestamp``; without one, the current wall-clock time in ms."""
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        elif not isinstance(timestamp, int) or isinstance(timestamp, bool):
+            raise TypeError(f"source {self._source_name!r}: timestamp must be an int (ms), got {timestamp!r}")
+        self._append(item, (timestamp, item))
+
+
+@dataclasses.dataclass(frozen=True)
+class _SourceSpec:
+    """Everything a :class:`ConvenientSourceP` needs; built by the builders."""
+
+    name: str
+    kind: Kind
+    create_fn: Callable[[proc.ProcessorContext], Any]
+    fill_buffer_fn: Callable[[Any, Any], object]
+    destroy_fn: Callable[[Any], object] | None
+    create_snapshot_fn: Callable[[Any], Any] | None
+    restore_snapshot_fn: Callable[[Any, list[Any]], object] | None
+
+    def new_buffer(self) -> SourceBuffer[Any]:
+        if self.kind == "timestamped stream":
+            return TimestampedSourceBuffer(self.name, self.kind)
+        return SourceBuffer(self.name, self.kind)
+
+
+class ConvenientSourceP(proc.Processor):
+    """The processor of a builder source; see the module doc."""
+
+    def __init__(self, spec: _SourceSpec) -> None:
+        self._spec = spec
+        self._state: Any = None
+        self._created = False
+        self._buffer: SourceBuffer[Any] = spec.new_buffer()
+        self._pending: list[Any] = []
+        self._restored: list[Any] = []
+
+    def is_cooperative(self) -> bool:
+        return False
+
+    def init(self, outbox: Any, context: proc.ProcessorContext) -> None:
+        super().init(outbox, context)
+        self._state = self._spec.create_fn(context)
+        self._created = True
+
+    def complete(self) -> bool:
+        if not self._emit_pending():
+            return False
+        buffer = self._buffer
+        if buffer.is_closed:
+            return True
+        self._spec.fill_buffer_fn(self._state, buffer)
+        self._pending = buffer.take()
+        return self._emit_pending() and buffer.is_closed
+
+    def _emit_pending(self) -> bool:
+        if self._pending:
+            taken = self.outbox.offer_batch(self._pending)
+            self._pending = self._pending[taken:]
+        return not self._pending
+
+    def save_to_snapshot(self) -> bool:
+        if not self._emit_pending():
+            return False
+        create_snapshot = self._spec.create_snapshot_fn
+        if create_snapshot is None:
+            return True
+        key = (_SNAPSHOT_TAG, self.context.global_processor_index)
+        return self.outbox.offer_to_snapshot(key, create_snapshot(self._state))
+
+    def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        if self._spec.restore_snapshot_fn is None:
+            raise RuntimeError(f"source {self._spec.name!r} has no restore_snapshot_fn")
+        for key, value in inbox.take_all():
+            if not (isinstance(key, tuple) and key[:1] == (_SNAPSHOT_TAG,)):
+                raise ValueError(f"source {self._spec.name!r} cannot restore the snapshot entry {key!r}")
+            self._restored.append(value)
+
+    def finish_snapshot_restore(self) -> bool:
+        restore = self._spec.restore_snapshot_fn
+        if self._restored and restore is not None:
+            restore(self._state, self._restored)
+            self._restored = []
+        return True
+
+    def close(self) -> None:
+        if self._created:
+            self._created = False
+            if self._spec.destroy_fn is not None:
+                self._spec.destroy_fn(self._state)
+
+
+def _require_callable(source: str, what: str, fn: object) -> None:
+    if not callable(fn):
+        raise TypeError(f"SourceBuilder {source!r}: {what} must be callable, got {fn!r}")
+
+
+class _Builder(Generic[C]):
+    """The steps every builder shares (Jet's ``SourceBuilder.Base`` and ``FaultTolerant``)."""
+
+    _kind: Kind
+
+    def __init__(self, name: str, create_fn: Callable[[proc.ProcessorContext], C]) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"SourceBuilder: name must be a non-empty string, got {name!r}")
+        _require_callable(name, "create_fn", create_fn)
+        self._name = name
+        self._create_fn = create_fn
+        self._fill_buffer_fn: Callable[[C, Any], object] | None = None
+        self._destroy_fn: Callable[[C], object] | None = None
+        self._create_snapshot_fn: Callable[[C], Any] | None = None
+        self._restore_snapshot_fn: Callable[[C, list[Any]], object] | None = None
+        self._local_parallelism: int | None = None
+
+    def fill_buffer_fn(self, fn: Callable[[C, Any], object]) -> Self:
+        """``fn(state, buffer)`` adds the next items (at most :data:`BUFFER_CAPACITY`) to ``buffer``."""
+        _require_callable(self._name, "fill_buffer_fn", fn)
+        self._fill_buffer_fn = fn
+        return self
+
+    def destroy_fn(self, fn: Callable[[C], object]) -> Self:
+        """``fn(state)`` releases the state when the processor closes."""
+        _require_callable(self._name, "destroy_fn", fn)
+        self._destroy_fn = fn
+        return self
+
+    def distributed(self, preferred_local_parallelism: int) -> Self:
+        """Run ``preferred_local_parallelism`` processors on every member (one in the cluster otherwise)."""
+        value = preferred_local_parallelism
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"SourceBuilder {self._name!r}: preferred_local_parallelism must be an int >= 1, "
+                f"got {value!r}"
+            )
+        self._local_parallelism = value
+        return self
+
+    def create_snapshot_fn(self, fn: Callable[[C], Any]) -> Self:
+        """``fn(state)`` returns the object to save in a snapshot (its position, say)."""
+        _require_callable(self._name, "create_snapshot_fn", fn)
+        self._create_snapshot_fn = fn
+        return self
+
+    def restore_snapshot_fn(self, fn: Callable[[C, list[Any]], object]) -> Self:
+        """``fn(state, objects)`` restores a fresh state from the saved objects."""
+        _require_callable(self._name, "restore_snapshot_fn", fn)
+        self._restore_snapshot_fn = fn
+        return self
+
+    def _supplier(self) -> proc.ProcessorMetaSupplier:
+        if self._fill_buffer_fn is None:
+            raise ValueError(f"SourceBuilder {self._name!r}: fill_buffer_fn is required before build()")
+        if (self._create_snapshot_fn is None) != (self._restore_snapshot_fn is None):
+            raise ValueError(
+                f"SourceBuilder {self._name!r}: create_snapshot_fn and restore_snapshot_fn go together; "
+                "set both or neither"
+            )
+        spec = _SourceSpec(
+            self._name,
+            self._kind,
+            self._create_fn,
+            self._fill_buffer_fn,
+            self._destroy_fn,
+            self._create_snapshot_fn,
+            self._restore_snapshot_fn,
+        )
+        factory = functools.partial(ConvenientSourceP, spec)
+        if self._local_parallelism is None:
+            return proc.ProcessorMetaSupplier.force_total_parallelism_one(factory)
+        return proc.ProcessorMetaSupplier.of(factory, self._local_parallelism)
+
+
+class BatchSourceBuilder(_Builder[C]):
+    """Builds a :class:`~jetlet.pipeline.sources.BatchSource`; the fill function closes the buffer."""
+
+    _kind: Kind = "batch"
+
+    def build(self) -> sources_mod.BatchSource[Any]:
+        return sources_mod.BatchSource(self._name, self._supplier())
+
+
+class StreamSourceBuilder(_Builder[C]):
+    """Builds a :class:`~jetlet.pipeline.sources.StreamSource` without native timestamps."""
+
+    _kind: Kind = "stream"
+
+    def build(self) -> sources_mod.StreamSource[Any]:
+        return sources_mod.StreamSource(self._name, self._supplier())
+
+
+def event_timestamp(event: tuple[int, Any]) -> int:
+    """The timestamp of a ``(timestamp, item)`` event."""
+    return event[0]
+
+
+class TimestampedStreamSourceBuilder(_Builder[C]):
+    """Builds a :class:`~jetlet.pipeline.sources.StreamSource` whose items carry native timestamps."""
+
+    _kind: Kind = "timestamped stream"
+
+    def build(self) -> sources_mod.StreamSource[Any]:
+        return sources_mod.StreamSource(
+            self._name, self._supplier(), native_timestamps=event_timestamp, emits_events=True
+        )
+
+
+class SourceBuilder:
+    """Entry points of the custom source builders (Jet's ``SourceBuilder``)."""
+
+    @staticmethod
+    def batch(name: str, create_fn: Callable[[proc.ProcessorContext], C]) -> BatchSourceBuilder[C]:
+        """A finite source: ``fill_buffer_fn`` calls ``buffer.close()`` after the last item."""
+        return BatchSourceBuilder(name, create_fn)
+
+    @staticmethod
+    def stream(name: str, create_fn: Callable[[proc.ProcessorContext], C]) -> StreamSourceBuilder[C]:
+        """An unbounded source of items without timestamps."""
+        return StreamSourceBuilder(name, create_fn)
+
+    @staticmethod
+    def timestamped_stream(
+        name: str, create_fn: Callable[[proc.ProcessorContext], C]
+    ) -> TimestampedStreamSourceBuilder[C]:
+        """An unbounded source whose ``fill_buffer_fn`` calls ``buffer.add(item, timestamp)``."""
+        return TimestampedStreamSourceBuilder(name, create_fn)
