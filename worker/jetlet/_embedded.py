@@ -99,7 +99,7 @@ class EmbeddedJob(job_mod.Job):
             self._timer.daemon = True
             self._timer.start()
         self._status = job_mod.JobStatus.RUNNING
-        instance.service.submit(self.plan.tasklets, self.tracker)
+        instance.service.submit(self.plan.all_tasklets(), self.tracker)
 
     def _time_out(self) -> None:
         self.tracker.cancel(f"ran past its timeout of {self.config.timeout_millis} ms")

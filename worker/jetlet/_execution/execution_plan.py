@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jetlet import config
 from jetlet._execution import inbound, outbound, queues
+from jetlet._execution import remote as remote_mod
 from jetlet._execution.processor_tasklet import ProcessorTasklet
+from jetlet._execution.progress import Tasklet
 from jetlet.core import dag as dag_mod
 from jetlet.core import edge as edge_mod
 from jetlet.core import outbox as outbox_mod
@@ -38,6 +40,12 @@ class ExecutionPlan:
     suppliers: list[proc.ProcessorSupplier]
     meta_suppliers: list[proc.ProcessorMetaSupplier]
     parallelism: Mapping[str, int]
+    remote: remote_mod.RemoteLinks | None = None
+
+    def all_tasklets(self) -> list[Tasklet]:
+        """The processor tasklets and, on a cluster, the distributed edges' senders and receivers."""
+        network = self.remote.tasklets() if self.remote is not None else []
+        return [*self.tasklets, *network]
 
     def close_suppliers(self, error: BaseException | None) -> None:
         for supplier in self.suppliers:
@@ -66,8 +74,17 @@ def build(
     member_index: int = 0,
     member_count: int = 1,
     data_store: Any = None,
+    remote: remote_mod.RemoteLinks | None = None,
+    partition_owners: Sequence[int] | None = None,
 ) -> ExecutionPlan:
-    """Plan ``dag`` for the member ``member_index`` of ``member_count``."""
+    """Plan ``dag`` for the member ``member_index`` of ``member_count``.
+
+    With more than one member, distributed edges reach the consumers of
+    every member: ``remote`` makes the queues to and from the other members
+    and their tasklets, and ``partition_owners[p]`` is the member that owns
+    partition ``p`` (``p mod member_count`` by default).
+    """
+    owners = list(partition_owners) if partition_owners is not None else None
     order = dag.validate()
     parallelism = {v.name: _resolve_parallelism(v, instance) for v in order}
     processors: dict[str, list[proc.Processor]] = {}
@@ -125,11 +142,26 @@ def build(
     consumer_queues: dict[str, list[list[tuple[edge_mod.Edge, list[queues.SpscQueue]]]]] = {
         v.name: [[] for _ in range(parallelism[v.name])] for v in order
     }
+    edge_ids = {id(edge): index for index, edge in enumerate(dag.edges())}
     for vertex in order:
         for edge in dag.outbound_edges(vertex.name):
             dest: str = edge.dest_name  # type: ignore[assignment]
             producers, consumers = parallelism[vertex.name], parallelism[dest]
             capacity = (edge.config or default_edge).queue_size
+            if edge.is_distributed and member_count > 1:
+                if remote is None:
+                    raise ValueError("a plan with distributed edges on a cluster needs its RemoteLinks")
+                _connect_distributed(
+                    _DistributedEdge(edge, edge_ids[id(edge)], vertex.name, producers, consumers, capacity),
+                    member_index,
+                    member_count,
+                    remote,
+                    owners or [p % member_count for p in range(instance.partition_count)],
+                    collectors,
+                    consumer_queues,
+                    all_queues,
+                )
+                continue
             links = _links(edge.routing_policy, producers, consumers)
             matrix: dict[tuple[int, int], queues.SpscQueue] = {}
             for p, c in links:
@@ -177,7 +209,78 @@ def build(
                     outs,
                 )
             )
-    return ExecutionPlan(tasklets, all_queues, suppliers, metas, parallelism)
+    return ExecutionPlan(tasklets, all_queues, suppliers, metas, parallelism, remote)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DistributedEdge:
+    edge: edge_mod.Edge
+    edge_id: int
+    source: str
+    producers: int
+    consumers: int
+    capacity: int
+
+
+def _connect_distributed(
+    spec: _DistributedEdge,
+    member: int,
+    members: int,
+    remote: remote_mod.RemoteLinks,
+    partition_owners: Sequence[int],
+    collectors: dict[str, list[list[outbound.OutboundCollector]]],
+    consumer_queues: dict[str, list[list[tuple[edge_mod.Edge, list[queues.SpscQueue]]]]],
+    all_queues: list[queues.SpscQueue],
+) -> None:
+    """Queues of a distributed edge on a cluster, consumers numbered globally as ``member * n + c``.
+
+    Every producer of this member reaches the consumers it may route to on
+    every member: all of them for unicast, partitioned and broadcast, global
+    consumer 0 (on the first member) for all-to-one. The consumers of this
+    member get one queue per producer of every member that may reach them.
+    """
+    edge, n = spec.edge, spec.consumers
+    dest: str = edge.dest_name  # type: ignore[assignment]
+    policy = edge.routing_policy
+    if policy is edge_mod.RoutingPolicy.ISOLATED:
+        raise ValueError(f"edge {spec.source!r} -> {dest!r}: an isolated edge cannot be distributed")
+    all_to_one = policy is edge_mod.RoutingPolicy.ALL_TO_ONE
+    reachable = [0] if all_to_one else list(range(members * n))
+    local: dict[tuple[int, int], queues.SpscQueue] = {}
+    for p in range(spec.producers):
+        targets: list[queues.SpscQueue] = []
+        for g in reachable:
+            m, c = divmod(g, n)
+            name = f"{spec.source}#{member}.{p}->{dest}#{m}.{c}"
+            if m == member:
+                queue = queues.SpscQueue(spec.capacity, name)
+                local[(p, c)] = queue
+            else:
+                queue = remote.outbound_queue(spec.edge_id, m, p, c, spec.capacity, name)
+            all_queues.append(queue)
+            targets.append(queue)
+        table = [
+            reachable.index(partition_owners[partition] * n + partition % n) if not all_to_one else 0
+            for partition in range(len(partition_owners))
+        ]
+        collectors[spec.source][p].append(
+            outbound.OutboundCollector(targets, policy, edge.key_fn, edge.partitioner, table)
+        )
+    for c in range(n):
+        if all_to_one and (member, c) != (0, 0):
+            consumer_queues[dest][c].append((edge, []))
+            continue
+        sources: list[queues.SpscQueue] = []
+        for m in range(members):
+            for p in range(spec.producers):
+                if m == member:
+                    sources.append(local[(p, c)])
+                else:
+                    name = f"{spec.source}#{m}.{p}->{dest}#{member}.{c}"
+                    queue = remote.inbound_queue(spec.edge_id, m, p, c, spec.capacity, name)
+                    all_queues.append(queue)
+                    sources.append(queue)
+        consumer_queues[dest][c].append((edge, sources))
 
 
 def _links(policy: edge_mod.RoutingPolicy, producers: int, consumers: int) -> list[tuple[int, int]]:

@@ -1,0 +1,355 @@
+"""Distributed edges: sender and receiver tasklets between members, with Jet's flow control.
+
+On a cluster every member runs the whole DAG. A *distributed* edge connects
+each producer with the consumers of every member; the consumers on this
+member are fed through ordinary local queues, the ones on another member
+through a pair of tasklets:
+
+* producer ``p`` writes the share of remote consumer ``c`` of member ``m``
+  into an outbound :class:`~jetlet._execution.queues.SpscQueue` (so the
+  producer sees the same backpressure as on a local edge);
+* one :class:`SenderTasklet` per (edge, remote member) drains those queues
+  into :class:`Packet` objects of at most ``packet_size_limit`` items and
+  hands them to ``send(member, message)`` (the member's network layer
+  serializes them onto the one TCP connection between the two members);
+* one :class:`ReceiverTasklet` per (edge, source member) takes the packets
+  that the network thread :meth:`RemoteLinks.deliver`\\ s and puts each chunk
+  into the inbound queue of the pair (remote producer ``p``, local consumer
+  ``c``), which the consumer reads like any other input. Watermarks and the
+  done marker travel as chunks of their own, in order with the data, so
+  watermark coalescing and completion work exactly as on local edges.
+
+Flow control is Jet's adaptive receive window, counted in items: the
+receiver acknowledges every ``flow_control_period_millis`` with the sequence
+number up to which the sender may send (``RemoteLinks`` sends an
+:class:`Ack`); the target window is ``receive_window_multiplier`` times the
+items it delivered since the previous ack, and the window moves halfway
+toward the target each time. A sender never sends past its limit, so a slow
+consumer on one member slows the producers on every member, and only them.
+Messages here are plain Python objects; the engine never sees bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from jetlet._execution import queues
+from jetlet._execution.progress import ProgressState, Tasklet
+from jetlet.core import watermark as wm
+
+DATA = 0
+WATERMARK = 1
+DONE = 2
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Packet:
+    """Items of one edge from one member to another: ``chunks`` of ``(producer, consumer, kind, payload)``."""
+
+    job_id: int
+    edge_id: int
+    source_member: int
+    chunks: list[tuple[int, int, int, Any]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ack:
+    """The receiver's flow-control message: it has processed ``processed`` data items (cumulative) and
+    the sender may send up to ``limit``."""
+
+    job_id: int
+    edge_id: int
+    receiver_member: int
+    processed: int
+    limit: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowSettings:
+    """Jet's names: the ack period, the window multiplier, the packet size (in items)."""
+
+    flow_control_period_millis: int = 100
+    receive_window_multiplier: int = 3
+    packet_size_limit: int = 4096
+    initial_window: int = 16_384
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"FlowSettings.{field.name} must be an int >= 1, got {value!r}")
+
+
+Send = Callable[[int, object], None]
+"""``send(member_index, message)``: hand a Packet or Ack to the network; must not block."""
+
+
+class ReceiveWindow:
+    """Jet's adaptive receive window (items): what the sender may have sent in total, as last acknowledged."""
+
+    def __init__(self, settings: FlowSettings) -> None:
+        self._multiplier = settings.receive_window_multiplier
+        self._floor = settings.packet_size_limit
+        self.window = settings.initial_window
+        self.max_window = self.window
+        self.processed = 0
+        self._processed_at_last_ack = 0
+
+    def ack(self) -> int:
+        """Move the window halfway toward ``multiplier x`` what was processed since the last ack."""
+        recent = self.processed - self._processed_at_last_ack
+        self._processed_at_last_ack = self.processed
+        target = max(self._floor, self._multiplier * recent)
+        self.window += (target - self.window) // 2
+        self.window = max(self.window, self._floor)
+        self.max_window = max(self.max_window, self.window)
+        return self.processed + self.window
+
+
+class SenderTasklet(Tasklet):
+    """Drains one edge's outbound queues for one remote member into packets, within the flow-control limit."""
+
+    def __init__(
+        self, job_id: int, edge_id: int, member: int, dest_member: int, send: Send, settings: FlowSettings
+    ) -> None:
+        self.name = f"sender(edge {edge_id} -> member {dest_member})"
+        self._job_id = job_id
+        self._edge_id = edge_id
+        self._member = member
+        self._dest = dest_member
+        self._send = send
+        self._packet_limit = settings.packet_size_limit
+        self.queues: list[tuple[int, int, queues.SpscQueue]] = []
+        self._finished: set[int] = set()
+        self.limit = settings.initial_window
+        """Data items this sender may have sent in total (raised by acks from the receiver)."""
+        self.sent_items = 0
+        self.sent_packets = 0
+        self.max_in_flight = 0
+        """The most items ever sent beyond what the receiver had processed (bounded by the window)."""
+        self.receiver_processed = 0
+        self._held: dict[int, list[Any]] = {}
+
+    def add_queue(self, producer: int, consumer: int, queue: queues.SpscQueue) -> None:
+        self.queues.append((producer, consumer, queue))
+
+    def on_ack(self, ack: Ack) -> None:
+        """Called from the network thread; plain int stores are atomic in CPython."""
+        self.limit = max(self.limit, ack.limit)
+        self.receiver_processed = max(self.receiver_processed, ack.processed)
+
+    def call(self) -> ProgressState:
+        chunks: list[tuple[int, int, int, Any]] = []
+        budget = min(self._packet_limit, self.limit - self.sent_items)
+        taken = 0
+        for index, (producer, consumer, queue) in enumerate(self.queues):
+            if index in self._finished:
+                continue
+            held = self._held.pop(index, None)
+            while True:
+                element = held if held is not None else queue.poll()
+                held = None
+                if element is None:
+                    break
+                if type(element) is list:
+                    if budget - taken <= 0:
+                        self._held[index] = element
+                        break
+                    room = budget - taken
+                    if len(element) > room:
+                        self._held[index] = element[room:]
+                        element = element[:room]
+                    chunks.append((producer, consumer, DATA, element))
+                    taken += len(element)
+                    if index in self._held:
+                        break
+                elif element is queues.DONE_ITEM:
+                    chunks.append((producer, consumer, DONE, None))
+                    self._finished.add(index)
+                    break
+                elif isinstance(element, wm.Watermark):
+                    chunks.append((producer, consumer, WATERMARK, element.timestamp))
+                else:
+                    raise TypeError(f"{self.name}: cannot send control item {element!r}")
+        if chunks:
+            self._send(self._dest, Packet(self._job_id, self._edge_id, self._member, chunks))
+            self.sent_items += taken
+            self.sent_packets += 1
+            in_flight = self.sent_items - self.receiver_processed
+            if in_flight > self.max_in_flight:
+                self.max_in_flight = in_flight
+        done = len(self._finished) == len(self.queues) and not self._held
+        return ProgressState.of(bool(chunks), done)
+
+
+class ReceiverTasklet(Tasklet):
+    """Puts the packets of one edge from one source member into the local consumers' queues; sends acks."""
+
+    def __init__(
+        self,
+        job_id: int,
+        edge_id: int,
+        member: int,
+        source_member: int,
+        send: Send,
+        settings: FlowSettings,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = f"receiver(edge {edge_id} <- member {source_member})"
+        self._job_id = job_id
+        self._edge_id = edge_id
+        self._member = member
+        self._source = source_member
+        self._send = send
+        self._clock = clock
+        self._period = settings.flow_control_period_millis / 1000
+        self._next_ack = 0.0
+        self.window = ReceiveWindow(settings)
+        self.incoming: deque[Packet] = deque()
+        """Appended by the network thread (deque.append is atomic), consumed here."""
+        self.queues: dict[tuple[int, int], queues.SpscQueue] = {}
+        self._pending: dict[tuple[int, int], deque[tuple[int, Any]]] = {}
+        self._open = 0
+        self.received_items = 0
+
+    def add_queue(self, producer: int, consumer: int, queue: queues.SpscQueue) -> None:
+        self.queues[(producer, consumer)] = queue
+        self._pending[(producer, consumer)] = deque()
+        self._open += 1
+
+    def call(self) -> ProgressState:
+        progress = False
+        incoming = self.incoming
+        while incoming:
+            packet = incoming.popleft()
+            for producer, consumer, kind, payload in packet.chunks:
+                self._pending[(producer, consumer)].append((kind, payload))
+            progress = True
+        delivered = 0
+        for pair, pending in self._pending.items():
+            if pending:
+                moved, closed = self._deliver(self.queues[pair], pending)
+                delivered += moved
+                if closed:
+                    self._open -= 1
+                    progress = True
+        if delivered:
+            self.received_items += delivered
+            self.window.processed += delivered
+            progress = True
+        now = self._clock()
+        if now >= self._next_ack:
+            self._next_ack = now + self._period
+            limit = self.window.ack()
+            self._send(
+                self._source, Ack(self._job_id, self._edge_id, self._member, self.window.processed, limit)
+            )
+        return ProgressState.of(progress, self._open == 0)
+
+    @staticmethod
+    def _deliver(queue: queues.SpscQueue, pending: deque[tuple[int, Any]]) -> tuple[int, bool]:
+        """Move what fits of ``pending`` into ``queue`` in order; return (data items moved, done seen)."""
+        moved = 0
+        while pending:
+            kind, payload = pending[0]
+            if kind == DATA:
+                taken = queue.offer_batch(payload)
+                moved += taken
+                if taken < len(payload):
+                    pending[0] = (DATA, payload[taken:])
+                    return moved, False
+            elif kind == WATERMARK:
+                queue.offer_control(wm.Watermark(payload))
+            else:
+                queue.offer_control(queues.DONE_ITEM)
+                pending.popleft()
+                return moved, True
+            pending.popleft()
+        return moved, False
+
+
+class RemoteLinks:
+    """The distributed edges of one job on one member: their queues, tasklets and message routing."""
+
+    def __init__(
+        self, job_id: int, member_index: int, send: Send, settings: FlowSettings | None = None
+    ) -> None:
+        self.job_id = job_id
+        self.member_index = member_index
+        self._send = send
+        self.settings = settings or FlowSettings()
+        self.senders: dict[tuple[int, int], SenderTasklet] = {}
+        self.receivers: dict[tuple[int, int], ReceiverTasklet] = {}
+
+    def outbound_queue(
+        self, edge_id: int, dest_member: int, producer: int, consumer: int, capacity: int, name: str
+    ) -> queues.SpscQueue:
+        """The queue from local ``producer`` to ``consumer`` of ``dest_member`` (drained by a sender)."""
+        sender = self.senders.get((edge_id, dest_member))
+        if sender is None:
+            sender = SenderTasklet(
+                self.job_id, edge_id, self.member_index, dest_member, self._send, self.settings
+            )
+            self.senders[(edge_id, dest_member)] = sender
+        queue = queues.SpscQueue(capacity, name)
+        sender.add_queue(producer, consumer, queue)
+        return queue
+
+    def inbound_queue(
+        self, edge_id: int, source_member: int, producer: int, consumer: int, capacity: int, name: str
+    ) -> queues.SpscQueue:
+        """The queue from ``producer`` of ``source_member`` to local ``consumer`` (fed by a receiver)."""
+        receiver = self.receivers.get((edge_id, source_member))
+        if receiver is None:
+            receiver = ReceiverTasklet(
+                self.job_id, edge_id, self.member_index, source_member, self._send, self.settings
+            )
+            self.receivers[(edge_id, source_member)] = receiver
+        queue = queues.SpscQueue(capacity, name)
+        receiver.add_queue(producer, consumer, queue)
+        return queue
+
+    def tasklets(self) -> list[Tasklet]:
+        return [*self.senders.values(), *self.receivers.values()]
+
+    def deliver(self, message: object) -> None:
+        """Route a message from the network (any thread) to its tasklet."""
+        if isinstance(message, Packet):
+            receiver = self.receivers.get((message.edge_id, message.source_member))
+            if receiver is None:
+                raise ValueError(
+                    f"job {self.job_id}: a packet for edge {message.edge_id} from member "
+                    f"{message.source_member}, which sends nothing to this member"
+                )
+            receiver.incoming.append(message)
+        elif isinstance(message, Ack):
+            sender = self.senders.get((message.edge_id, message.receiver_member))
+            if sender is None:
+                raise ValueError(
+                    f"job {self.job_id}: an ack for edge {message.edge_id} from member "
+                    f"{message.receiver_member}, to which this member sends nothing"
+                )
+            sender.on_ack(message)
+        else:
+            raise TypeError(f"job {self.job_id}: unknown network message {type(message).__qualname__}")
+
+    def metrics(self) -> dict[str, dict[str, int]]:
+        """Per sender and receiver: items and packets sent or received, the largest in-flight amount."""
+        out: dict[str, dict[str, int]] = {}
+        for sender in self.senders.values():
+            out[sender.name] = {
+                "distributedItemsOut": sender.sent_items,
+                "distributedPacketsOut": sender.sent_packets,
+                "maxInFlight": sender.max_in_flight,
+                "window": sender.limit - sender.receiver_processed,
+            }
+        for receiver in self.receivers.values():
+            out[receiver.name] = {
+                "distributedItemsIn": receiver.received_items,
+                "receiveWindow": receiver.window.window,
+            }
+        return out
