@@ -5,11 +5,13 @@ transform add itself to the DAG:
 
 1. ``check``: every stage leads to a sink, nothing dangles, every user
    function can be pickled (plan-time errors name the stage and function);
-2. ``fuse``: chains of stateless transforms (map, filter, flat_map, peek)
+2. ``watermark stride``: inserted watermarks are throttled to the gcd of the
+   sliding windows' slides (at most 1000), as Jet does;
+3. ``fuse``: chains of stateless transforms (map, filter, flat_map, peek)
    where each link has one consumer and one producer, the same parallelism
    and no rebalance between them, become one ``fused(...)`` transform that
    runs the whole chain over each batch;
-3. ``add_to_dag``: in topological order, each transform adds its vertices
+4. ``add_to_dag``: in topological order, each transform adds its vertices
    (one, or two for two-stage aggregation) and the edges from its upstream
    transforms' vertices, via :meth:`Planner.add_edges`.
 
@@ -21,8 +23,10 @@ lane keeps the source's order (Jet's behaviour); keyed stages and
 
 from __future__ import annotations
 
+import functools
 import heapq
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import cloudpickle
@@ -48,10 +52,13 @@ class Planner:
         self.dag = dag_mod.DAG()
         self.vertex_of: dict[tf.Transform, dag_mod.Vertex] = {}
         self._next_output: dict[str, int] = {}
+        self.watermark_stride = MAXIMUM_WATERMARK_GAP
+        """The throttling frame of inserted watermarks (see :func:`watermark_stride`)."""
         self._names: set[str] = set()
 
     def create_dag(self) -> dag_mod.DAG:
         self._check()
+        self.watermark_stride = watermark_stride(self.graph)
         self.graph, self.upstream = fusion.fuse(self.graph, self.upstream)
         for transform in topological_order(self.graph, self.upstream):
             transform.add_to_dag(self)
@@ -156,6 +163,26 @@ def topological_order(
 def plan(graph: dict[tf.Transform, list[tf.Transform]], preserve_order: bool = False) -> dag_mod.DAG:
     """Plan a pipeline graph into a DAG."""
     return Planner(dict(graph), preserve_order).create_dag()
+
+
+MAXIMUM_WATERMARK_GAP = 1000
+"""Jet's cap (in timestamp units) on how far apart emitted watermarks may be."""
+
+
+def watermark_stride(graph: Mapping[tf.Transform, object]) -> int:
+    """How coarse watermarks may be: the gcd of the sliding windows' slides, at most 1000 (Jet's rule).
+
+    Watermarks are throttled to this stride, since a window can only close on
+    a slide boundary: finer watermarks would cost work and change nothing.
+    """
+    slides = [
+        t.window.slide
+        for t in graph
+        if isinstance(t, tf.WindowAggregateTransform) and t.window.kind == "sliding"
+    ]
+    if not slides:
+        return MAXIMUM_WATERMARK_GAP
+    return min(functools.reduce(math.gcd, slides), MAXIMUM_WATERMARK_GAP)
 
 
 def _check_picklable(transform: tf.Transform, fn: Callable[..., Any]) -> None:

@@ -441,7 +441,10 @@ class TimestampTransform(Transform):
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
         policy = event_time.EventTimePolicy(
-            timestamp_fn=self.timestamp_fn, allowed_lag=self.allowed_lag, wrap_fn=self.wrap_fn
+            timestamp_fn=self.timestamp_fn,
+            allowed_lag=self.allowed_lag,
+            wrap_fn=self.wrap_fn,
+            watermark_throttling_frame_size=planner.watermark_stride,
         )
         upstream = planner.vertex_of[planner.upstream[self][0]]
         parallelism = self.local_parallelism

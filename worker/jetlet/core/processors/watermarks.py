@@ -69,48 +69,70 @@ class InsertWatermarksP(processor.Processor):
         self._last_item_at = self._clock()
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        # A chunk of items is turned into outputs at once (one clock read per
+        # chunk); while its outputs are pending, the chunk's last item stays in
+        # the inbox, so an empty inbox always means nothing is held here.
         if self._pending:
             if not self._flush():
                 return
             inbox.remove()
         while inbox:
-            item = inbox.peek()
-            timestamp = self._timestamp_fn(item)
+            count = min(len(inbox), max(1, self.outbox.room()))
+            chunk = [inbox.poll() for _ in range(count - 1)]
+            chunk.append(inbox.peek())
             self._last_item_at = self._clock()
-            if self._last_wm is not None and timestamp < self._last_wm:
-                self._late += 1
-                inbox.remove()
-                continue
-            self._pending = self._outputs_of(item, timestamp)
+            self._pending = self._outputs_of(chunk)
             if not self._flush():
                 return
             inbox.remove()
 
-    def _outputs_of(self, item: Any, timestamp: int) -> list[Any]:
+    def _outputs_of(self, chunk: list[Any]) -> list[Any]:
+        """The chunk's on-time items (wrapped) with a watermark after each item that advanced it."""
         outputs: list[Any] = []
+        last_wm, top = self._last_wm, self._top_ts
         if self._idle:
             self._idle = False
-            if self._last_wm is not None:
-                outputs.append(wm.Watermark(self._last_wm))
-        wrap = self._policy.wrap_fn
-        outputs.append(item if wrap is None else wrap(item, timestamp))
-        if self._top_ts is None or timestamp > self._top_ts:
-            self._top_ts = timestamp
-            new_wm = self._policy.watermark_for(timestamp)
-            if self._last_wm is None or new_wm > self._last_wm:
-                self._last_wm = new_wm
-                outputs.append(wm.Watermark(new_wm))
+            if last_wm is not None:
+                outputs.append(wm.Watermark(last_wm))
+        timestamp_fn, wrap = self._timestamp_fn, self._policy.wrap_fn
+        watermark_for = self._policy.watermark_for
+        late = 0
+        for item in chunk:
+            timestamp = timestamp_fn(item)
+            if last_wm is not None and timestamp < last_wm:
+                late += 1
+                continue
+            outputs.append(item if wrap is None else wrap(item, timestamp))
+            if top is None or timestamp > top:
+                top = timestamp
+                new_wm = watermark_for(timestamp)
+                if last_wm is None or new_wm > last_wm:
+                    last_wm = new_wm
+                    outputs.append(wm.Watermark(new_wm))
+        self._last_wm, self._top_ts = last_wm, top
+        self._late += late
         return outputs
 
     def _flush(self) -> bool:
+        """Offer the pending outputs: runs of items in batches, each watermark on its own."""
         pending = self._pending
-        offer = self.outbox.offer
-        taken = 0
-        for output in pending:
-            if not offer(output):
+        outbox = self.outbox
+        start = 0
+        while start < len(pending):
+            first = pending[start]
+            if type(first) is wm.Watermark:
+                if not outbox.offer(first):
+                    break
+                start += 1
+                continue
+            end = start + 1
+            while end < len(pending) and type(pending[end]) is not wm.Watermark:
+                end += 1
+            taken = outbox.offer_batch(pending[start:end])
+            start += taken
+            if start < end:
                 break
-            taken += 1
-        self._pending = pending[taken:]
+        self._pending = pending[start:] if start < len(pending) else []
         return not self._pending
 
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
