@@ -369,8 +369,9 @@ def test_early_results_with_a_small_outbox_resume_and_then_let_items_in() -> Non
         outbox.drain([emitted], [])
         calls += 1
     outbox.drain([emitted], [])
-    # then all three early results came out, one per call, and the last call found the end
-    assert calls == 3
+    # then all three early results came out, one per call: two calls found the outbox full,
+    # the third emitted the last result and was done
+    assert calls == 2
     assert sorted(r.key for r in emitted) == ["a", "b", "c"]
     assert all(r.is_early for r in emitted)
     # and items and watermarks then go on as usual

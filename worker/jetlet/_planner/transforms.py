@@ -494,10 +494,14 @@ class WindowAggregateTransform(Transform):
         default = f"{window.kind}-window" if key_fns is None else f"{window.kind}-window-by-key"
         super().__init__(name or default, upstream)
         self.keyed = key_fns is not None
-        self.key_fns: list[KeyFn] = (
-            [_event_key(fn) for fn in key_fns] if key_fns is not None else [_global_key] * len(self.upstream)
+        self.item_key_fns: list[KeyFn] = (
+            list(key_fns) if key_fns is not None else [_global_key] * len(self.upstream)
         )
+        """Key functions of the items (the sliding-window processors take events and unwrap them)."""
+        self.key_fns = [_event_key(fn) for fn in self.item_key_fns]
+        """Key functions of the ``(timestamp, item)`` events (for routing and session windows)."""
         self.window = window
+        self.item_op = op
         self.op = _on_items(op)
 
     def _output(self) -> Callable[[int, int, Any, Any, bool], tuple[int, Any]]:
@@ -538,19 +542,20 @@ class WindowAggregateTransform(Transform):
             planner.add_edges(self, vertex, self._route)
             return
         policy = event_time.sliding_win_policy(window.size, window.slide)
-        if self.op.combine_fn is None:
+        if self.item_op.combine_fn is None:
             vertex = planner.add_vertex(
                 self,
                 self.name,
                 parallelism,
                 wrap(
                     windows.aggregate_to_sliding_window_p(
-                        self.key_fns,
+                        self.item_key_fns,
                         timestamp_fns,
                         policy,
-                        self.op,
+                        self.item_op,
                         self._output(),
                         early_results_period_ms=early,
+                        events=True,
                     )
                 ),
             )
@@ -560,7 +565,9 @@ class WindowAggregateTransform(Transform):
             self,
             f"{self.name}-prepare",
             self.local_parallelism,
-            windows.accumulate_by_frame_p(self.key_fns, timestamp_fns, policy, self.op),
+            windows.accumulate_by_frame_p(
+                self.item_key_fns, timestamp_fns, policy, self.item_op, events=True
+            ),
         )
         keys = self.key_fns
         if self.keyed:
@@ -573,7 +580,7 @@ class WindowAggregateTransform(Transform):
             parallelism,
             wrap(
                 windows.combine_to_sliding_window_p(
-                    policy, self.op, self._output(), early_results_period_ms=early
+                    policy, self.item_op, self._output(), early_results_period_ms=early
                 )
             ),
         )

@@ -15,6 +15,10 @@ def _identity(value: Any) -> Any:
     return value
 
 
+IDENTITY = _identity
+"""The default export and finish function (processors may skip calling it)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class AggregateOperation(Generic[A, R]):
     """Functions that fold items into an accumulator of type ``A`` and export ``R``.

@@ -57,7 +57,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 from jetlet import datamodel
@@ -91,38 +91,44 @@ class FrameSnapshotKey:
 
 
 class _Emission:
-    """Outputs being emitted from an iterator, keeping those the outbox refused."""
+    """Outputs being emitted from an iterator of lists (whole windows), keeping what the outbox refused."""
 
-    __slots__ = ("_held", "_items")
+    __slots__ = ("_chunks", "_held")
 
-    def __init__(self, items: Iterator[Any]) -> None:
-        self._items = items
+    def __init__(self, chunks: Iterator[list[Any]]) -> None:
+        self._chunks = chunks
         self._held: list[Any] = []
 
     def emit(self, outbox: outbox_mod.Outbox) -> bool:
         """Emit until the iterator is exhausted (True) or the outbox is full (False)."""
+        held = self._held
         while True:
-            room = outbox.room()
-            if room <= 0:
+            if not held:
+                chunk = next(self._chunks, None)
+                if chunk is None:
+                    self._held = held
+                    return True
+                held = chunk
+                continue
+            taken = outbox.offer_batch(held)
+            if taken < len(held):
+                self._held = held[taken:]
                 return False
-            batch = self._held
-            if len(batch) < room:
-                batch.extend(itertools.islice(self._items, room - len(batch)))
-            taken = outbox.offer_batch(batch[:room])
-            self._held = batch[taken:]
-            if self._held:
-                return False
-            if taken < room:
-                return True
+            held = []
 
     def emit_to_snapshot(self, outbox: outbox_mod.Outbox) -> bool:
         """Offer ``(key, value)`` pairs to the snapshot until done (True) or full (False)."""
-        for entry in itertools.chain(self._held, self._items):
-            if not outbox.offer_to_snapshot(entry[0], entry[1]):
-                self._held = [entry]
-                return False
+        while True:
+            if not self._held:
+                chunk = next(self._chunks, None)
+                if chunk is None:
+                    return True
+                self._held = chunk
+            for index, (key, value) in enumerate(self._held):
+                if not outbox.offer_to_snapshot(key, value):
+                    self._held = self._held[index:]
+                    return False
             self._held = []
-        return True
 
 
 class SlidingWindowP(processor.Processor):
@@ -139,7 +145,9 @@ class SlidingWindowP(processor.Processor):
         frame_timestamps: bool,
         early_results_period_ms: int,
         clock: watermarks.Clock,
+        events: bool = False,
     ) -> None:
+        self._events = events
         self._key_fns = list(key_fns)
         self._timestamp_fns = list(timestamp_fns)
         self._accumulate_fns = list(accumulate_fns)
@@ -174,22 +182,38 @@ class SlidingWindowP(processor.Processor):
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         if not self._early_done():
             return
+        batch = inbox.take_all()
+        if self._events:  # (timestamp, item) events: user functions see the item
+            stamps: Iterable[int] = [event[0] for event in batch]
+            items: list[Any] = [event[1] for event in batch]
+        else:
+            stamps, items = map(self._timestamp_fns[ordinal], batch), batch
         key_fn = self._key_fns[ordinal]
-        timestamp_fn = self._timestamp_fns[ordinal]
         accumulate = self._accumulate_fns[ordinal]
-        frame_ts_of = self._checked_frame_ts if self._frame_timestamps else self._policy.higher_frame_ts
         frames, create, missing, next_win = self._frames, self._create, _MISSING, self._next_win
+        checked = self._frame_timestamps
+        size, offset = self._policy.frame_size, self._policy.frame_offset
         top = self._top_ts
-        for item in inbox.take_all():
-            frame_ts = frame_ts_of(timestamp_fn(item))
-            if next_win is not None and frame_ts < next_win:
-                self._late += 1
-                continue
-            frame = frames.get(frame_ts)
-            if frame is None:
-                frame = frames[frame_ts] = {}
-                if top is None or frame_ts > top:
-                    top = frame_ts
+        low = high = 0  # the frame of the previous item: [low, high) has end ``high``
+        frame: dict[Any, Any] = {}
+        for timestamp, item in zip(stamps, items, strict=True):
+            if not low <= timestamp < high:
+                frame_ts = (
+                    self._checked_frame_ts(timestamp)
+                    if checked
+                    else (timestamp - (timestamp - offset) % size + size)
+                )
+                if next_win is not None and frame_ts < next_win:
+                    self._late += 1
+                    low = high = 0
+                    continue
+                low, high = (frame_ts, frame_ts + 1) if checked else (frame_ts - size, frame_ts)
+                found = frames.get(frame_ts)
+                if found is None:
+                    found = frames[frame_ts] = {}
+                    if top is None or frame_ts > top:
+                        top = frame_ts
+                frame = found
             key = key_fn(item)
             acc = frame.get(key, missing)
             frame[key] = accumulate(create() if acc is missing else acc, item)
@@ -240,8 +264,10 @@ class SlidingWindowP(processor.Processor):
                 if lowest > win_end:
                     win_end = lowest
                     continue
-            yield from self._window_outputs(win_end)
+            outputs = self._window_outputs(win_end)
             self._complete_window(win_end)
+            if outputs:
+                yield outputs
             win_end += frame_size
             self._next_win = win_end
         after = self._policy.higher_frame_ts(limit)
@@ -259,7 +285,10 @@ class SlidingWindowP(processor.Processor):
         else:
             accs, result_fn = self._recompute(win_end), self._op.finish_fn
         start, shape = win_end - self._policy.window_size, self._shape
-        outputs = (shape(start, win_end, key, result_fn(acc), False) for key, acc in accs.items())
+        if result_fn is agg.IDENTITY:
+            outputs = [shape(start, win_end, key, acc, False) for key, acc in accs.items()]
+        else:
+            outputs = [shape(start, win_end, key, result_fn(acc), False) for key, acc in accs.items()]
         return [output for output in outputs if output is not None]
 
     def _slide_to(self, win_end: int) -> dict[Any, Any]:
@@ -311,7 +340,7 @@ class SlidingWindowP(processor.Processor):
             if now - self._last_early_at < self._early_period:
                 return True
             self._last_early_at = now
-            self._early = _Emission(self._early_outputs())
+            self._early = _Emission(iter([list(self._early_outputs())]))
         return self._early_done()
 
     def _early_done(self) -> bool:
@@ -348,7 +377,7 @@ class SlidingWindowP(processor.Processor):
             ]
             if self._next_win is not None:
                 entries.append((_NEXT_WIN_KEY, self._next_win))
-            self._snapshotting = _Emission(iter(entries))
+            self._snapshotting = _Emission(iter([entries]))
         if not self._snapshotting.emit_to_snapshot(self.outbox):
             return False
         self._snapshotting = None
@@ -428,16 +457,20 @@ def accumulate_by_frame_p(
     timestamp_fns: TimestampFn | Sequence[TimestampFn],
     policy: event_time.SlidingWindowPolicy,
     aggr_op: agg.AggregateOperation[Any, Any],
+    *,
+    events: bool = False,
 ) -> processor.ProcessorFactory:
     """First stage: per input ``i``, key ``key_fns[i](item)`` and event time ``timestamp_fns[i](item)``.
 
     Emits ``TimestampedEntry(frame_end, key, accumulator)`` for every frame
-    the watermark completes, then the watermark.
+    the watermark completes, then the watermark. With ``events`` the inputs
+    are the pipeline's ``(timestamp, item)`` events: the timestamp functions
+    are not used, and the key functions and the operation see the item.
     """
     keys, stamps = _as_list(key_fns, "key_fns"), _as_list(timestamp_fns, "timestamp_fns")
     accumulate = _check(keys, stamps, policy, aggr_op)
     return lambda: SlidingWindowP(
-        keys, stamps, accumulate, policy, aggr_op, None, False, 0, watermarks.monotonic_ms
+        keys, stamps, accumulate, policy, aggr_op, None, False, 0, watermarks.monotonic_ms, events
     )
 
 
@@ -475,8 +508,9 @@ def aggregate_to_sliding_window_p(
     *,
     early_results_period_ms: int = 0,
     clock: watermarks.Clock = watermarks.monotonic_ms,
+    events: bool = False,
 ) -> processor.ProcessorFactory:
-    """Single stage: items in, window results out (see the module doc).
+    """Single stage: items in, window results out (see the module doc); ``events`` as in the first stage.
 
     >>> from jetlet.aggregate import operations
     >>> from jetlet.core import event_time
@@ -499,5 +533,14 @@ def aggregate_to_sliding_window_p(
     if not policy.is_tumbling:
         aggr_op.require_combine()
     return lambda: SlidingWindowP(
-        keys, stamps, accumulate, policy, aggr_op, map_to_output_fn, False, early_results_period_ms, clock
+        keys,
+        stamps,
+        accumulate,
+        policy,
+        aggr_op,
+        map_to_output_fn,
+        False,
+        early_results_period_ms,
+        clock,
+        events,
     )
