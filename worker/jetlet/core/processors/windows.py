@@ -55,7 +55,6 @@ are emitted, up to the last window that holds the newest frame.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
