@@ -20,6 +20,7 @@ from __future__ import annotations
 from jetlet import aggregate as AggregateOperations
 from jetlet._embedded import EmbeddedInstance, embedded
 from jetlet.aggregate import AggregateOperation
+from jetlet.client import connect
 from jetlet.config import EdgeConfig, InstanceConfig, JobConfig, ProcessingGuarantee
 from jetlet.core import (
     DAG,
@@ -38,6 +39,7 @@ from jetlet.core import (
 from jetlet.datamodel import KeyedWindowResult, WindowResult
 from jetlet.errors import JetletError, JobCancelledError, JobFailedError
 from jetlet.job import Job, JobStatus
+from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import (
     BatchSource,
     BatchStage,
@@ -95,5 +97,7 @@ __all__ = [
     "WindowDefinition",
     "WindowResult",
     "__version__",
+    "connect",
     "embedded",
+    "local_cluster",
 ]

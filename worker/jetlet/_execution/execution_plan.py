@@ -18,17 +18,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from jetlet import config
 from jetlet._execution import inbound, outbound, queues
-from jetlet._execution import remote as remote_mod
 from jetlet._execution.processor_tasklet import ProcessorTasklet
 from jetlet._execution.progress import Tasklet
 from jetlet.core import dag as dag_mod
 from jetlet.core import edge as edge_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
+
+
+class RemoteEdges(Protocol):
+    """The network's side of distributed edges (``jetlet._network.tasklets.RemoteLinks``)."""
+
+    def outbound_queue(
+        self, edge_id: int, dest_member: int, producer: int, consumer: int, capacity: int, name: str
+    ) -> queues.SpscQueue: ...
+
+    def inbound_queue(
+        self, edge_id: int, source_member: int, producer: int, consumer: int, capacity: int, name: str
+    ) -> queues.SpscQueue: ...
+
+    def tasklets(self) -> list[Tasklet]: ...
 
 
 @dataclasses.dataclass
@@ -40,7 +53,7 @@ class ExecutionPlan:
     suppliers: list[proc.ProcessorSupplier]
     meta_suppliers: list[proc.ProcessorMetaSupplier]
     parallelism: Mapping[str, int]
-    remote: remote_mod.RemoteLinks | None = None
+    remote: RemoteEdges | None = None
 
     def all_tasklets(self) -> list[Tasklet]:
         """The processor tasklets and, on a cluster, the distributed edges' senders and receivers."""
@@ -74,7 +87,7 @@ def build(
     member_index: int = 0,
     member_count: int = 1,
     data_store: Any = None,
-    remote: remote_mod.RemoteLinks | None = None,
+    remote: RemoteEdges | None = None,
     partition_owners: Sequence[int] | None = None,
 ) -> ExecutionPlan:
     """Plan ``dag`` for the member ``member_index`` of ``member_count``.
@@ -226,7 +239,7 @@ def _connect_distributed(
     spec: _DistributedEdge,
     member: int,
     members: int,
-    remote: remote_mod.RemoteLinks,
+    remote: RemoteEdges,
     partition_owners: Sequence[int],
     collectors: dict[str, list[list[outbound.OutboundCollector]]],
     consumer_queues: dict[str, list[list[tuple[edge_mod.Edge, list[queues.SpscQueue]]]]],

@@ -19,14 +19,13 @@ through a pair of tasklets:
   done marker travel as chunks of their own, in order with the data, so
   watermark coalescing and completion work exactly as on local edges.
 
-Flow control is Jet's adaptive receive window, counted in items: the
-receiver acknowledges every ``flow_control_period_millis`` with the sequence
-number up to which the sender may send (``RemoteLinks`` sends an
-:class:`Ack`); the target window is ``receive_window_multiplier`` times the
-items it delivered since the previous ack, and the window moves halfway
-toward the target each time. A sender never sends past its limit, so a slow
-consumer on one member slows the producers on every member, and only them.
-Messages here are plain Python objects; the engine never sees bytes.
+Flow control is Jet's adaptive receive window, counted in items
+(:mod:`jetlet._network.flow_control`): the receiver acknowledges every
+``flow_control_period_millis`` with the count of items it has delivered and
+the limit up to which the sender may send (an :class:`Ack`); the window
+adapts to the rate of delivery. A sender never sends past its limit, so a
+slow consumer on one member slows the producers on every member, and only
+them. Messages here are plain Python objects; the member serializes them.
 """
 
 from __future__ import annotations
@@ -39,6 +38,8 @@ from typing import Any
 
 from jetlet._execution import queues
 from jetlet._execution.progress import ProgressState, Tasklet
+from jetlet._network import flow_control, serialization
+from jetlet._network.frames import MessageType
 from jetlet.core import watermark as wm
 
 DATA = 0
@@ -70,10 +71,10 @@ class Ack:
 
 @dataclasses.dataclass(frozen=True)
 class FlowSettings:
-    """Jet's names: the ack period, the window multiplier, the packet size (in items)."""
+    """Jet's names: the ack period, the window multiplier; the packet size and first window in items."""
 
-    flow_control_period_millis: int = 100
-    receive_window_multiplier: int = 3
+    flow_control_period_millis: int = flow_control.DEFAULT_PERIOD_MILLIS
+    receive_window_multiplier: int = flow_control.DEFAULT_MULTIPLIER
     packet_size_limit: int = 4096
     initial_window: int = 16_384
 
@@ -86,28 +87,6 @@ class FlowSettings:
 
 Send = Callable[[int, object], None]
 """``send(member_index, message)``: hand a Packet or Ack to the network; must not block."""
-
-
-class ReceiveWindow:
-    """Jet's adaptive receive window (items): what the sender may have sent in total, as last acknowledged."""
-
-    def __init__(self, settings: FlowSettings) -> None:
-        self._multiplier = settings.receive_window_multiplier
-        self._floor = settings.packet_size_limit
-        self.window = settings.initial_window
-        self.max_window = self.window
-        self.processed = 0
-        self._processed_at_last_ack = 0
-
-    def ack(self) -> int:
-        """Move the window halfway toward ``multiplier x`` what was processed since the last ack."""
-        recent = self.processed - self._processed_at_last_ack
-        self._processed_at_last_ack = self.processed
-        target = max(self._floor, self._multiplier * recent)
-        self.window += (target - self.window) // 2
-        self.window = max(self.window, self._floor)
-        self.max_window = max(self.max_window, self.window)
-        return self.processed + self.window
 
 
 class SenderTasklet(Tasklet):
@@ -125,9 +104,7 @@ class SenderTasklet(Tasklet):
         self._packet_limit = settings.packet_size_limit
         self.queues: list[tuple[int, int, queues.SpscQueue]] = []
         self._finished: set[int] = set()
-        self.limit = settings.initial_window
-        """Data items this sender may have sent in total (raised by acks from the receiver)."""
-        self.sent_items = 0
+        self.window = flow_control.SendWindow(settings.initial_window)
         self.sent_packets = 0
         self.max_in_flight = 0
         """The most items ever sent beyond what the receiver had processed (bounded by the window)."""
@@ -137,14 +114,18 @@ class SenderTasklet(Tasklet):
     def add_queue(self, producer: int, consumer: int, queue: queues.SpscQueue) -> None:
         self.queues.append((producer, consumer, queue))
 
+    @property
+    def sent_items(self) -> int:
+        return self.window.sent_seq
+
     def on_ack(self, ack: Ack) -> None:
         """Called from the network thread; plain int stores are atomic in CPython."""
-        self.limit = max(self.limit, ack.limit)
+        self.window.on_ack(ack.limit)
         self.receiver_processed = max(self.receiver_processed, ack.processed)
 
     def call(self) -> ProgressState:
         chunks: list[tuple[int, int, int, Any]] = []
-        budget = min(self._packet_limit, self.limit - self.sent_items)
+        budget = min(self._packet_limit, self.window.room())
         taken = 0
         for index, (producer, consumer, queue) in enumerate(self.queues):
             if index in self._finished:
@@ -177,7 +158,7 @@ class SenderTasklet(Tasklet):
                     raise TypeError(f"{self.name}: cannot send control item {element!r}")
         if chunks:
             self._send(self._dest, Packet(self._job_id, self._edge_id, self._member, chunks))
-            self.sent_items += taken
+            self.window.sent(taken)
             self.sent_packets += 1
             in_flight = self.sent_items - self.receiver_processed
             if in_flight > self.max_in_flight:
@@ -208,7 +189,14 @@ class ReceiverTasklet(Tasklet):
         self._clock = clock
         self._period = settings.flow_control_period_millis / 1000
         self._next_ack = 0.0
-        self.window = ReceiveWindow(settings)
+        self.window = flow_control.ReceiveWindow(
+            settings.receive_window_multiplier,
+            settings.initial_window,
+            floor=min(settings.packet_size_limit, settings.initial_window),
+            period_ms=settings.flow_control_period_millis,
+        )
+        self.max_window = settings.initial_window
+        """The largest window this receiver ever granted."""
         self.incoming: deque[Packet] = deque()
         """Appended by the network thread (deque.append is atomic), consumed here."""
         self.queues: dict[tuple[int, int], queues.SpscQueue] = {}
@@ -239,15 +227,15 @@ class ReceiverTasklet(Tasklet):
                     progress = True
         if delivered:
             self.received_items += delivered
-            self.window.processed += delivered
+            self.window.processed(delivered)
             progress = True
         now = self._clock()
         if now >= self._next_ack:
             self._next_ack = now + self._period
-            limit = self.window.ack()
-            self._send(
-                self._source, Ack(self._job_id, self._edge_id, self._member, self.window.processed, limit)
-            )
+            waiting = sum(len(pending) for pending in self._pending.values())
+            limit = self.window.ack(now * 1000, waiting)
+            self.max_window = max(self.max_window, self.window.window)
+            self._send(self._source, Ack(self._job_id, self._edge_id, self._member, self.window.acked, limit))
         return ProgressState.of(progress, self._open == 0)
 
     @staticmethod
@@ -345,7 +333,7 @@ class RemoteLinks:
                 "distributedItemsOut": sender.sent_items,
                 "distributedPacketsOut": sender.sent_packets,
                 "maxInFlight": sender.max_in_flight,
-                "window": sender.limit - sender.receiver_processed,
+                "window": sender.window.limit - sender.receiver_processed,
             }
         for receiver in self.receivers.values():
             out[receiver.name] = {
@@ -353,3 +341,25 @@ class RemoteLinks:
                 "receiveWindow": receiver.window.window,
             }
         return out
+
+
+def encode_message(message: object) -> tuple[MessageType, bytes]:
+    """A Packet or an Ack as a frame type and payload."""
+    if isinstance(message, Packet):
+        return MessageType.DATA, serialization.dumps(
+            [message.job_id, message.edge_id, message.source_member, message.chunks]
+        )
+    if isinstance(message, Ack):
+        return MessageType.FLOW_ACK, serialization.dumps(
+            [message.job_id, message.edge_id, message.receiver_member, message.processed, message.limit]
+        )
+    raise TypeError(f"not a network message: {type(message).__qualname__}")
+
+
+def decode_message(msg_type: MessageType, payload: bytes) -> Packet | Ack:
+    fields = serialization.loads(payload)
+    if msg_type is MessageType.DATA:
+        job_id, edge_id, source, chunks = fields
+        return Packet(job_id, edge_id, source, [tuple(chunk) for chunk in chunks])
+    job_id, edge_id, receiver, processed, limit = fields
+    return Ack(job_id, edge_id, receiver, processed, limit)

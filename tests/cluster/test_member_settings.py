@@ -1,0 +1,90 @@
+"""Member settings: flags > JETLET_* environment > config file, strictly validated."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from jetlet._cluster import settings
+
+
+def test_given_three_sources_then_flags_beat_environment_beat_file(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "member.toml"
+    path.write_text('queue_size = 10\nbackup_count = 3\nname = "from-file"\nmembers = ["a:1", "b:2"]\n')
+    environ = {"JETLET_QUEUE_SIZE": "20", "JETLET_NAME": "from-env", "PATH": "/bin"}
+    loaded = settings.load({"name": "from-flag", "rest_port": None}, environ=environ, config_file=str(path))
+    assert (loaded.name, loaded.queue_size, loaded.backup_count) == ("from-flag", 20, 3)
+    assert loaded.members == ("a:1", "b:2")
+    assert loaded.rest_port == 8701
+
+
+def test_given_a_json_file_named_by_the_environment_then_it_is_read(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "member.json"
+    path.write_text(json.dumps({"cooperative_thread_count": 2, "receive_window_multiplier": 5}))
+    loaded = settings.load({}, environ={"JETLET_CONFIG_FILE": str(path), "JETLET_MEMBERS": "h:1, h:2"})
+    instance = loaded.instance_config()
+    assert instance.cooperative_thread_count == 2
+    assert instance.default_edge_config.receive_window_multiplier == 5
+    assert loaded.members == ("h:1", "h:2")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("queue_sise = 3\n", "unknown setting 'queue_sise' in config file"),
+        ('queue_size = "big"\n', "'queue_size' from config file .* must be an integer"),
+        ("backup_count = 9\n", "backup_count"),
+        ("queue_size = [\n", "not valid TOML"),
+    ],
+)
+def test_given_a_bad_file_when_loaded_then_the_key_is_named(
+    tmp_path: pathlib.Path, content: str, message: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(content)
+    with pytest.raises(settings.SettingsError, match=message):
+        settings.load({}, environ={}, config_file=str(path))
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"JETLET_NOPE": "1"}, "unknown setting 'nope' in environment variable JETLET_NOPE"),
+        ({"JETLET_QUEUE_SIZE": "x"}, "'queue_size' from environment variable JETLET_QUEUE_SIZE"),
+        ({"JETLET_QUEUE_SIZE": "0"}, "'queue_size' must be >= 1"),
+        ({"JETLET_REST_PORT": "70000"}, "'rest_port' must be a port"),
+        ({"JETLET_FAILURE_TIMEOUT_MILLIS": "10"}, "failure_timeout_millis"),
+    ],
+)
+def test_given_a_bad_environment_then_the_key_is_named(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(settings.SettingsError, match=message):
+        settings.load({}, environ=environ)
+
+
+def test_given_a_flag_of_the_wrong_type_when_loaded_then_refused() -> None:
+    with pytest.raises(settings.SettingsError, match="'backup_count' from flags must be an integer"):
+        settings.load({"backup_count": 1.5}, environ={})
+
+
+def test_given_secret_and_token_files_then_they_are_read_and_hidden(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "secret").write_text("s3cret\n")
+    (tmp_path / "token").write_text("t0ken\n")
+    loaded = settings.load(
+        {"secret_file": str(tmp_path / "secret"), "token_file": str(tmp_path / "token")}, environ={}
+    )
+    assert loaded.read_secret() == b"s3cret"
+    assert loaded.read_token() == "t0ken"
+    from_env = settings.load({}, environ={"JETLET_TOKEN": "abc"})
+    assert from_env.read_token() == "abc" and "abc" not in repr(from_env)
+
+
+def test_given_a_missing_secret_file_when_read_then_the_setting_is_named(tmp_path: pathlib.Path) -> None:
+    loaded = settings.load({"secret_file": str(tmp_path / "none")}, environ={})
+    with pytest.raises(settings.SettingsError, match="'secret_file'"):
+        loaded.read_secret()

@@ -1,0 +1,242 @@
+"""Member settings: command-line flags, then ``JETLET_*`` environment variables, then a config file.
+
+Theory of operation
+-------------------
+:class:`MemberSettings` is one frozen dataclass holding everything a member
+process needs, with Jet's names for the instance settings
+(``cooperative_thread_count``, ``flow_control_period_millis``,
+``backup_count``, ``scale_up_delay_millis``) and the edge defaults
+(``queue_size``, ``packet_size_limit``, ``receive_window_multiplier``).
+:func:`load` merges three sources, the first that sets a key winning:
+
+1. flags (a mapping from setting name to value; ``None`` means "not given"),
+2. the environment: ``JETLET_<NAME>`` in upper case, e.g.
+   ``JETLET_COOPERATIVE_THREAD_COUNT=2``,
+3. a TOML (``.toml``) or JSON file named by the ``config_file`` flag or
+   ``JETLET_CONFIG_FILE``, holding a flat table of setting names.
+
+Text values (environment, flags from a command line) are converted to the
+setting's type. An unknown key in the file or an unknown ``JETLET_*``
+variable, and any value of the wrong type or out of range, raise
+:class:`SettingsError` naming the key and the source, before the member
+starts. Secrets come from a file (``secret_file``, ``token_file``) or from
+``JETLET_SECRET`` / ``JETLET_TOKEN``; they are never shown in ``repr``.
+
+>>> s = load({"name": "m1"}, environ={"JETLET_BACKUP_COUNT": "2"})
+>>> (s.name, s.backup_count, s.queue_size)
+('m1', 2, 1024)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import tomllib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jetlet import config
+
+ENV_PREFIX = "JETLET_"
+
+
+class SettingsError(ValueError):
+    """A setting is unknown or has a bad value; the message names the key and its source."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberSettings:
+    """Everything one member process is configured with."""
+
+    name: str = ""
+    """The member's name; unique in the cluster (empty: derived from host and data port)."""
+    host: str = "127.0.0.1"
+    """The address both ports bind to."""
+    rest_port: int = 8701
+    """Port of the REST API (0: any free port)."""
+    data_port: int = 5701
+    """Port of the member-to-member data connections (0: any free port)."""
+    advertise_host: str = ""
+    """The host other members and clients should dial (empty: ``host``)."""
+    members: tuple[str, ...] = ()
+    """Data addresses ``host:port`` of members to join (static discovery)."""
+    secret_file: str = ""
+    """File holding the cluster secret that peers prove on the data port's handshake."""
+    token_file: str = ""
+    """File holding the bearer token the REST API requires."""
+    secret: str = dataclasses.field(default="", repr=False)
+    """The cluster secret itself (prefer ``secret_file``)."""
+    token: str = dataclasses.field(default="", repr=False)
+    """The REST bearer token itself (prefer ``token_file``)."""
+    ready_file: str = ""
+    """Where the member writes its bound addresses as JSON once it serves."""
+    cooperative_thread_count: int = 1
+    flow_control_period_millis: int = 100
+    backup_count: int = 1
+    scale_up_delay_millis: int = 10000
+    partition_count: int = config.DEFAULT_PARTITION_COUNT
+    queue_size: int = 1024
+    packet_size_limit: int = 16384
+    receive_window_multiplier: int = 3
+    heartbeat_interval_millis: int = 500
+    """How often a member tells every other member it is alive."""
+    failure_timeout_millis: int = 5000
+    """A member silent for this long is removed from the member list."""
+    max_request_bytes: int = 64 * 1024 * 1024
+    """Largest REST request body accepted."""
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        for spec in dataclasses.fields(self):
+            _check_type(spec.name, getattr(self, spec.name), "settings")
+        for name in _POSITIVE:
+            if getattr(self, name) < 1:
+                raise SettingsError(f"setting {name!r} must be >= 1, got {getattr(self, name)!r}")
+        for name in ("rest_port", "data_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise SettingsError(
+                    f"setting {name!r} must be a port in [0, 65535], got {getattr(self, name)}"
+                )
+        if self.failure_timeout_millis <= self.heartbeat_interval_millis:
+            raise SettingsError("setting 'failure_timeout_millis' must exceed 'heartbeat_interval_millis'")
+        try:
+            self.instance_config()
+        except ValueError as exc:
+            raise SettingsError(f"setting {exc}") from exc
+
+    def instance_config(self) -> config.InstanceConfig:
+        """The engine's ``InstanceConfig`` with these settings."""
+        edge = config.EdgeConfig(
+            queue_size=self.queue_size,
+            packet_size_limit=self.packet_size_limit,
+            receive_window_multiplier=self.receive_window_multiplier,
+        )
+        return config.InstanceConfig(
+            cooperative_thread_count=self.cooperative_thread_count,
+            flow_control_period_millis=self.flow_control_period_millis,
+            backup_count=self.backup_count,
+            scale_up_delay_millis=self.scale_up_delay_millis,
+            partition_count=self.partition_count,
+            default_edge_config=edge,
+        )
+
+    def read_secret(self) -> bytes:
+        """The cluster secret from ``secret`` or ``secret_file``; empty bytes if neither is set."""
+        return _read_text("secret", self.secret, self.secret_file).encode()
+
+    def read_token(self) -> str:
+        """The REST bearer token from ``token`` or ``token_file``; empty if neither is set."""
+        return _read_text("token", self.token, self.token_file)
+
+
+_POSITIVE = (
+    "cooperative_thread_count",
+    "flow_control_period_millis",
+    "partition_count",
+    "queue_size",
+    "packet_size_limit",
+    "receive_window_multiplier",
+    "heartbeat_interval_millis",
+    "failure_timeout_millis",
+    "max_request_bytes",
+)
+_KINDS: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(MemberSettings)}
+NAMES = frozenset(_KINDS)
+"""Every setting name (the keys accepted by flags, environment and file)."""
+
+
+def _read_text(what: str, inline: str, path: str) -> str:
+    if inline:
+        return inline
+    if not path:
+        return ""
+    try:
+        return pathlib.Path(path).read_text().strip()
+    except OSError as exc:
+        raise SettingsError(f"setting '{what}_file': cannot read {path!r}: {exc.strerror}") from exc
+
+
+def _check_type(name: str, value: object, source: str) -> None:
+    kind = _KINDS[name]
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "str":
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    if not ok:
+        raise SettingsError(f"setting {name!r} from {source} must be {_describe(kind)}, got {value!r}")
+
+
+def _describe(kind: str) -> str:
+    return {"int": "an integer", "str": "a string"}.get(kind, "a list of strings")
+
+
+def _from_text(name: str, text: str, source: str) -> object:
+    kind = _KINDS[name]
+    if kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise SettingsError(f"setting {name!r} from {source} must be an integer, got {text!r}") from None
+    if kind == "str":
+        return text
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _normalise(name: str, value: object, source: str) -> object:
+    if name not in NAMES:
+        raise SettingsError(f"unknown setting {name!r} in {source}")
+    if isinstance(value, str) and _KINDS[name] != "str":
+        return _from_text(name, value, source)
+    if isinstance(value, list):
+        value = tuple(value)
+    _check_type(name, value, source)
+    return value
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for key, text in environ.items():
+        if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG_FILE":
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        found[name] = _normalise(name, text, f"environment variable {key}")
+    return found
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {".toml": tomllib.loads, ".json": json.loads}
+
+
+def _from_file(path: str) -> dict[str, object]:
+    suffix = pathlib.Path(path).suffix.lower()
+    parser = _PARSERS.get(suffix)
+    if parser is None:
+        raise SettingsError(f"config file {path!r} must end in .toml or .json")
+    try:
+        text = pathlib.Path(path).read_text()
+        table = parser(text)
+    except OSError as exc:
+        raise SettingsError(f"cannot read config file {path!r}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise SettingsError(f"config file {path!r} is not valid {suffix[1:].upper()}: {exc}") from exc
+    if not isinstance(table, dict):
+        raise SettingsError(f"config file {path!r} must hold a table of settings")
+    return {str(k): _normalise(str(k), v, f"config file {path}") for k, v in table.items()}
+
+
+def load(
+    flags: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> MemberSettings:
+    """Merge flags > ``JETLET_*`` environment > config file into validated settings."""
+    flags = dict(flags or {})
+    environ = dict(environ or {})
+    file_flag = flags.pop("config_file", None)
+    path = config_file or (str(file_flag) if file_flag else "") or environ.get(ENV_PREFIX + "CONFIG_FILE", "")
+    merged = _from_file(path) if path else {}
+    merged.update(_from_environment(environ))
+    merged.update({k: _normalise(k, v, "flags") for k, v in flags.items() if v is not None})
+    return MemberSettings(**merged)  # type: ignore[arg-type]

@@ -1,0 +1,606 @@
+"""One authenticated TCP connection per pair of members, on an asyncio loop of its own thread.
+
+A :class:`Transport` is a member's whole network presence. :meth:`Transport.start`
+starts a thread named ``jetlet-network-<member>`` running an asyncio loop and
+binds the listening socket; :meth:`Transport.connect` dials a peer. Each
+connection is an :class:`asyncio.Protocol` (:class:`_Connection`) that feeds
+the bytes it reads to a :class:`~jetlet._network.frames.FrameDecoder` and the
+frames to a :class:`~jetlet._network.handshake.Handshake` until the peer has
+proved it holds the cluster secret. Until then the decoder accepts only
+handshake-sized frames and nothing is deserialized with anything but plain
+msgpack; a peer that fails (wrong secret, malformed or out-of-order messages, a
+replayed nonce, no answer within ``handshake_timeout_s``) gets ``AUTH_REFUSED``,
+is logged and counted (:attr:`Transport.refused_handshakes`), and is
+disconnected. Once trusted, every frame goes to ``on_message(peer, type,
+payload)`` on the loop thread; the payload stays bytes (the caller decodes it,
+with pickles allowed since the peer is trusted).
+
+Sending. :meth:`Transport.send` may be called from any thread and never
+blocks: it encodes the frame in the caller's thread, appends it to the peer's
+queue and, unless a flush is already scheduled, schedules one on the loop
+(one ``call_soon_threadsafe`` per burst, not per frame). The flush writes
+everything queued with one ``write``; while the socket's buffer is above its
+high-water mark the flush waits for ``resume_writing``. Frames to one peer
+arrive in the order they were sent (one queue, one connection).
+
+One connection per pair. Every edge of every job shares the connection. When
+two members dial each other at once, the connection dialed by the member with
+the smaller name is kept: an acceptor whose name is smaller and which is
+itself dialing (or connected by its own dial to) the HELLO's sender refuses
+the new connection as a duplicate before any data flows, and the dialer then
+waits for the other connection to finish. Should both connections still get
+authenticated (the dials crossed), both members keep the one dialed by the
+smaller name and close the other; a new connection dialed in the same
+direction replaces the old one (the peer re-dialed after losing it).
+
+Losing a peer. When the active connection to a peer closes (EOF, error, a
+protocol violation after trust), its queue is discarded and
+``on_peer_lost(peer)`` is called on the loop thread; a replaced connection
+closing is not a loss. :meth:`Transport.close` closes the server and every
+connection, stops the loop and joins the thread; it does not call
+``on_peer_lost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import dataclasses
+import logging
+import ssl
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from jetlet._network import frames, handshake
+from jetlet._network.frames import MessageType
+from jetlet._network.handshake import Role
+
+_log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+OnMessage = Callable[[str, MessageType, bytes], None]
+"""``on_message(peer_name, msg_type, payload)``, called on the loop thread."""
+OnPeerLost = Callable[[str], None]
+"""``on_peer_lost(peer_name)``, called on the loop thread."""
+
+DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
+"""A peer must complete the handshake within this many seconds."""
+
+_CLOSE_TIMEOUT_S = 5.0
+_DUPLICATE = "duplicate connection"
+_HANDSHAKE_TYPES = frozenset(
+    {
+        MessageType.HELLO,
+        MessageType.CHALLENGE,
+        MessageType.AUTH,
+        MessageType.AUTH_OK,
+        MessageType.AUTH_REFUSED,
+    }
+)
+
+
+class PeerUnavailableError(ConnectionError):
+    """There is no authenticated connection to that member."""
+
+
+class _DuplicateConnection(Exception):
+    """The peer refused our dial because a connection between us already exists or is being made."""
+
+
+@dataclasses.dataclass
+class PeerCounters:
+    """Traffic with one peer since this transport started (frames after the handshake)."""
+
+    bytes_in: int = 0
+    bytes_out: int = 0
+    frames_in: int = 0
+    frames_out: int = 0
+
+
+class _Peer:
+    """A trusted peer: its active connection and its queue of encoded frames."""
+
+    def __init__(self, name: str, counters: PeerCounters) -> None:
+        self.name = name
+        self.counters = counters
+        self.connection: _Connection | None = None
+        self.outbox: collections.deque[bytes] = collections.deque()
+        self.flush_scheduled = False
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP connection: handshake first, then frames to the owning transport."""
+
+    def __init__(self, owner: Transport, role: Role, expected_peer: str | None = None) -> None:
+        self.owner = owner
+        self.role = role
+        self.handshake = handshake.Handshake(
+            role,
+            owner.member_name,
+            owner._secret,
+            expected_peer=expected_peer,
+            nonces=owner._nonces if role is Role.ACCEPTOR else None,
+        )
+        self.decoder = frames.FrameDecoder(handshake.MAX_HANDSHAKE_PAYLOAD)
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Peer | None = None
+        self.remote = "?"
+        self.paused = False
+        loop = owner._require_loop()
+        self.authenticated: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def is_closing(self) -> bool:
+        return self.transport is None or self.transport.is_closing()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peername = transport.get_extra_info("peername")
+        self.remote = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.owner._connections.add(self)
+        loop = self.owner._require_loop()
+        self._timer = loop.call_later(self.owner.handshake_timeout_s, self._on_handshake_timeout)
+        self._write_all(self.handshake.start())
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            received = self.decoder.feed(data)
+        except frames.ProtocolError as exc:
+            self._on_protocol_error(exc)
+            return
+        for frame in received:
+            if self.is_closing:
+                return
+            if self.handshake.is_done:
+                self.owner._deliver(self, frame)
+            else:
+                self._handshake_step(frame)
+
+    def eof_received(self) -> bool | None:
+        if self.decoder.at_eof():
+            self._on_protocol_error(
+                frames.ProtocolError(
+                    f"the peer closed the connection mid-frame ({self.decoder.buffered} bytes)"
+                )
+            )
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self.authenticated.done():
+            self.authenticated.set_exception(
+                ConnectionError(f"connection to {self.remote} closed during handshake")
+            )
+            self.authenticated.exception()
+        self.owner._on_connection_lost(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.peer is not None and self.peer.connection is self:
+            self.owner._flush(self.peer)
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def describe(self) -> str:
+        who = self.handshake.peer_name
+        return f"{self.remote} (claims to be member {who!r})" if who else self.remote
+
+    def _write_all(self, messages: handshake.Outgoing) -> None:
+        for msg_type, payload in messages:
+            self.write(frames.encode_frame(msg_type, payload))
+
+    def _handshake_step(self, frame: frames.Frame) -> None:
+        try:
+            if frame.msg_type is MessageType.AUTH_REFUSED and frame.payload == _DUPLICATE.encode():
+                raise self.handshake.refused(_DUPLICATE)
+            replies = self.handshake.receive(frame.msg_type, frame.payload)
+            if frame.msg_type is MessageType.HELLO and self.owner._is_duplicate(self.handshake.peer_name):
+                raise self.handshake.refused(_DUPLICATE)
+        except handshake.HandshakeError as exc:
+            self._refuse(exc, by_peer=frame.msg_type is MessageType.AUTH_REFUSED)
+            return
+        self._write_all(replies)
+        if self.handshake.is_done:
+            if self._timer is not None:
+                self._timer.cancel()
+            self.decoder.max_frame_size = self.owner.max_frame_size
+            self.owner._on_authenticated(self)
+            self.authenticated.set_result(None)
+
+    def _refuse(self, exc: handshake.HandshakeError, by_peer: bool = False) -> None:
+        """End a failed handshake: tell the peer why (unless it refused us) and close."""
+        reason = str(exc)
+        failure: Exception = exc
+        if reason == _DUPLICATE:
+            _log.debug(
+                "member %s: duplicate connection with %s closed", self.owner.member_name, self.describe()
+            )
+            failure = _DuplicateConnection(reason)
+        elif by_peer:
+            _log.warning(
+                "member %s: %s refused the connection: %s", self.owner.member_name, self.describe(), reason
+            )
+        else:
+            self.owner._count_refusal(self, reason)
+        if not by_peer:
+            self.write(frames.encode_frame(MessageType.AUTH_REFUSED, reason.encode()[:200]))
+        if not self.authenticated.done():
+            self.authenticated.set_exception(failure)
+            self.authenticated.exception()
+        self.close()
+
+    def _on_handshake_timeout(self) -> None:
+        if not self.handshake.is_done:
+            timeout = self.owner.handshake_timeout_s
+            exc = self.handshake.refused(f"no complete handshake within {timeout} s")
+            self._refuse(exc)
+
+    def _on_protocol_error(self, exc: frames.ProtocolError) -> None:
+        if self.handshake.is_done:
+            _log.error(
+                "member %s: closing the connection to %s: %s", self.owner.member_name, self.describe(), exc
+            )
+            self.close()
+        else:
+            self._refuse(self.handshake.refused(f"protocol error during the handshake: {exc}"))
+
+
+class Transport:
+    """The network endpoint of one member (see the module docstring).
+
+    ``secret``: the cluster secret (bytes, or text encoded as UTF-8). ``max_frame_size``:
+    largest payload accepted from a trusted peer. ``server_ssl``/``client_ssl``: TLS
+    contexts for accepted and dialed connections (plain TCP when None).
+    """
+
+    def __init__(
+        self,
+        member_name: str,
+        secret: bytes | str,
+        on_message: OnMessage,
+        on_peer_lost: OnPeerLost,
+        *,
+        max_frame_size: int = frames.DEFAULT_MAX_FRAME_SIZE,
+        handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        server_ssl: ssl.SSLContext | None = None,
+        client_ssl: ssl.SSLContext | None = None,
+    ) -> None:
+        secret_bytes = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if not secret_bytes:
+            raise ValueError("the cluster secret must not be empty")
+        if not member_name:
+            raise ValueError("the member name must not be empty")
+        self.member_name = member_name
+        self.max_frame_size = max_frame_size
+        self.handshake_timeout_s = handshake_timeout_s
+        self._secret = secret_bytes
+        self._on_message = on_message
+        self._on_peer_lost = on_peer_lost
+        self._server_ssl = server_ssl
+        self._client_ssl = client_ssl
+        self._nonces = handshake.NonceRegistry()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._address: tuple[str, int] | None = None
+        self._closing = False
+        self._peers: dict[str, _Peer] = {}
+        self._counters: dict[str, PeerCounters] = {}
+        self._connections: set[_Connection] = set()
+        self._dialing: dict[str, asyncio.Task[None]] = {}
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._refused_handshakes = 0
+
+    # ------------------------------------------------------------------ public API, any thread
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound ``(host, port)`` once started."""
+        return self._address
+
+    @property
+    def refused_handshakes(self) -> int:
+        """Connections refused because the peer failed the handshake (wrong secret, bad messages, timeout)."""
+        return self._refused_handshakes
+
+    @property
+    def open_connections(self) -> int:
+        """TCP connections currently open, trusted or still in the handshake."""
+        return len(self._connections)
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        """Start the loop thread and listen on ``host:port`` (0: any free port); return the bound address."""
+        if self._loop is not None:
+            raise RuntimeError(f"transport of member {self.member_name!r} was already started")
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(
+            target=self._run_loop, name=f"jetlet-network-{self.member_name}", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._address = self._call(self._serve(host, port), timeout_s=None)
+        except BaseException:
+            self.close()
+            raise
+        _log.info("member %s listening on %s:%d", self.member_name, *self._address)
+        return self._address
+
+    def connect(self, peer_name: str, host: str, port: int, timeout_s: float = 10.0) -> None:
+        """Dial ``peer_name`` at ``host:port`` and wait until it is authenticated (no-op if it already is).
+
+        Raises :class:`OSError` when it cannot be reached, :class:`~jetlet._network.handshake.HandshakeError`
+        when the handshake fails, :class:`TimeoutError` after ``timeout_s``.
+        """
+        self._call(self._connect(peer_name, host, port, timeout_s), timeout_s=None)
+
+    def connect_soon(
+        self, peer_name: str, host: str, port: int, timeout_s: float = 10.0
+    ) -> concurrent.futures.Future[None]:
+        """Like :meth:`connect`, without waiting: the future completes when the peer is authenticated."""
+        return asyncio.run_coroutine_threadsafe(
+            self._connect(peer_name, host, port, timeout_s), self._require_loop()
+        )
+
+    def send(self, peer_name: str, msg_type: MessageType, payload: bytes) -> None:
+        """Queue one frame for ``peer_name``; never blocks. Raises :class:`PeerUnavailableError`."""
+        peer = self._peers.get(peer_name)
+        if peer is None:
+            raise PeerUnavailableError(
+                f"member {self.member_name!r} has no connection to member {peer_name!r}"
+            )
+        peer.outbox.append(frames.encode_frame(msg_type, payload))
+        if not peer.flush_scheduled:
+            peer.flush_scheduled = True
+            self._require_loop().call_soon_threadsafe(self._flush, peer)
+
+    def peers(self) -> list[str]:
+        """Names of the authenticated peers, sorted."""
+        return sorted(self._peers)
+
+    def is_connected(self, peer_name: str) -> bool:
+        """True while there is an authenticated connection to ``peer_name``."""
+        return peer_name in self._peers
+
+    def connection_endpoints(self, peer_name: str) -> tuple[tuple[str, int], tuple[str, int]] | None:
+        """``(local, remote)`` socket addresses of the connection to ``peer_name``, or None."""
+        peer = self._peers.get(peer_name)
+        connection = peer.connection if peer is not None else None
+        if connection is None or connection.transport is None:
+            return None
+        local = connection.transport.get_extra_info("sockname")
+        remote = connection.transport.get_extra_info("peername")
+        return (local[0], local[1]), (remote[0], remote[1])
+
+    def counters(self) -> dict[str, PeerCounters]:
+        """A copy of the traffic counters of every peer ever trusted."""
+        return {name: dataclasses.replace(counters) for name, counters in self._counters.items()}
+
+    def close(self) -> None:
+        """Close the server and every connection, stop the loop and join its thread. Idempotent."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or self._closing:
+            return
+        if threading.current_thread() is thread:
+            raise RuntimeError("Transport.close() cannot be called on its own loop thread")
+        self._closing = True
+        try:
+            if thread.is_alive():
+                asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(_CLOSE_TIMEOUT_S * 2)
+        finally:
+            if thread.is_alive():
+                loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+            _log.info("member %s: network transport closed", self.member_name)
+
+    # ------------------------------------------------------------------ loop thread
+
+    def _require_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError(f"transport of member {self.member_name!r} is not started")
+        return self._loop
+
+    def _call(self, coroutine: Coroutine[Any, Any, _T], timeout_s: float | None) -> _T:
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("a blocking Transport call cannot be made on its own loop thread")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._require_loop()).result(timeout_s)
+
+    def _run_loop(self) -> None:
+        loop = self._require_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+
+    async def _serve(self, host: str, port: int) -> tuple[str, int]:
+        loop = self._require_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self, Role.ACCEPTOR), host, port, ssl=self._server_ssl
+        )
+        bound = self._server.sockets[0].getsockname()
+        return bound[0], bound[1]
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._dialing.values()):
+            task.cancel()
+        for connection in list(self._connections):
+            connection.close()
+        pending = [c.closed for c in self._connections]
+        if pending:
+            _done, late = await asyncio.wait(pending, timeout=_CLOSE_TIMEOUT_S)
+            for connection in list(self._connections):
+                if connection.transport is not None:
+                    connection.transport.abort()
+            if late:
+                await asyncio.wait(late, timeout=_CLOSE_TIMEOUT_S)
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self._dialing:
+            await asyncio.wait(list(self._dialing.values()), timeout=_CLOSE_TIMEOUT_S)
+        self._require_loop().stop()
+
+    async def _connect(self, peer_name: str, host: str, port: int, timeout_s: float) -> None:
+        if peer_name == self.member_name:
+            raise ValueError(f"member {peer_name!r} cannot connect to itself")
+        if self._closing:
+            raise PeerUnavailableError(f"transport of member {self.member_name!r} is closed")
+        if peer_name in self._peers:
+            return
+        waiter: asyncio.Future[None] = self._require_loop().create_future()
+        self._waiters.setdefault(peer_name, []).append(waiter)
+        try:
+            async with asyncio.timeout(timeout_s):
+                dial = self._dialing.get(peer_name)
+                if dial is None:
+                    dial = asyncio.ensure_future(self._dial(peer_name, host, port))
+                    self._dialing[peer_name] = dial
+                    dial.add_done_callback(lambda task: self._forget_dial(peer_name, task))
+                await asyncio.shield(dial)
+                if peer_name not in self._peers:
+                    await waiter
+        finally:
+            waiters = self._waiters.get(peer_name, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+            waiter.cancel()
+
+    def _forget_dial(self, peer_name: str, task: asyncio.Task[None]) -> None:
+        if self._dialing.get(peer_name) is task:
+            del self._dialing[peer_name]
+        if not task.cancelled():
+            task.exception()
+
+    async def _dial(self, peer_name: str, host: str, port: int) -> None:
+        loop = self._require_loop()
+        async with asyncio.timeout(self.handshake_timeout_s):
+            _transport, connection = await loop.create_connection(
+                lambda: _Connection(self, Role.INITIATOR, expected_peer=peer_name),
+                host,
+                port,
+                ssl=self._client_ssl,
+                server_hostname=host if self._client_ssl is not None else None,
+            )
+            try:
+                await connection.authenticated
+            except _DuplicateConnection:
+                return
+            except BaseException:
+                connection.close()
+                raise
+
+    def _is_duplicate(self, peer_name: str | None) -> bool:
+        """Whether an acceptor should refuse a HELLO from ``peer_name`` (see "One connection per pair")."""
+        if peer_name is None or self.member_name > peer_name:
+            return False
+        peer = self._peers.get(peer_name)
+        own_dial = peer is not None and peer.connection is not None and peer.connection.role is Role.INITIATOR
+        return own_dial or peer_name in self._dialing
+
+    def _preferred(self, old: _Connection, new: _Connection) -> _Connection:
+        """Of two trusted connections to one peer, the one both ends keep."""
+        if old.role is new.role or old.is_closing:
+            return new
+        peer_name = new.handshake.peer_name or ""
+        dialed_by_smaller = Role.INITIATOR if self.member_name < peer_name else Role.ACCEPTOR
+        return new if new.role is dialed_by_smaller else old
+
+    def _on_authenticated(self, connection: _Connection) -> None:
+        name = connection.handshake.peer_name
+        assert name is not None
+        if self._closing:
+            connection.close()
+            return
+        peer = self._peers.get(name)
+        if peer is None:
+            peer = _Peer(name, self._counters.setdefault(name, PeerCounters()))
+            self._peers[name] = peer
+        old = peer.connection
+        keep = connection if old is None else self._preferred(old, connection)
+        for candidate in (old, connection):
+            if candidate is not None and candidate is not keep:
+                candidate.close()
+        peer.connection = keep
+        connection.peer = peer
+        _log.info("member %s: connected to member %s at %s", self.member_name, name, keep.remote)
+        for waiter in self._waiters.pop(name, []):
+            if not waiter.done():
+                waiter.set_result(None)
+        self._flush(peer)
+
+    def _count_refusal(self, connection: _Connection, reason: str) -> None:
+        self._refused_handshakes += 1
+        _log.warning(
+            "member %s refused the connection with %s: %s", self.member_name, connection.describe(), reason
+        )
+
+    def _deliver(self, connection: _Connection, frame: frames.Frame) -> None:
+        peer = connection.peer
+        if peer is None:
+            return
+        if frame.msg_type in _HANDSHAKE_TYPES:
+            connection._on_protocol_error(
+                frames.ProtocolError(f"unexpected {frame.msg_type.name} after the handshake")
+            )
+            return
+        peer.counters.frames_in += 1
+        peer.counters.bytes_in += frames.HEADER_SIZE + len(frame.payload)
+        try:
+            self._on_message(peer.name, frame.msg_type, frame.payload)
+        except Exception:
+            _log.exception(
+                "member %s: on_message failed for a %s frame from %s",
+                self.member_name,
+                frame.msg_type.name,
+                peer.name,
+            )
+
+    def _flush(self, peer: _Peer) -> None:
+        peer.flush_scheduled = False
+        connection = peer.connection
+        if connection is None or connection.paused or connection.is_closing or not peer.outbox:
+            return
+        outbox = peer.outbox
+        batch = [outbox.popleft() for _ in range(len(outbox))]
+        data = b"".join(batch)
+        connection.write(data)
+        peer.counters.frames_out += len(batch)
+        peer.counters.bytes_out += len(data)
+
+    def _on_connection_lost(self, connection: _Connection) -> None:
+        self._connections.discard(connection)
+        peer = connection.peer
+        if peer is None or peer.connection is not connection:
+            return
+        peer.connection = None
+        peer.outbox.clear()
+        del self._peers[peer.name]
+        if self._closing:
+            return
+        _log.warning("member %s: lost the connection to member %s", self.member_name, peer.name)
+        try:
+            self._on_peer_lost(peer.name)
+        except Exception:
+            _log.exception("member %s: on_peer_lost failed for %s", self.member_name, peer.name)

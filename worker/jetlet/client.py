@@ -1,0 +1,466 @@
+"""The client: submit and steer jobs on a jetlet cluster over its REST API.
+
+``connect("host:port", token=...)`` returns a :class:`Client` with the same
+``new_job`` / ``get_job`` / ``get_list`` / ``get_map`` / ``get_observable``
+interface as the embedded instance, plus ``cluster()``.
+
+Theory of operation
+-------------------
+Every call is one HTTP request (``urllib.request``, a fresh connection each
+time, so a client is safe to share between threads) to the member's REST
+API with ``Authorization: Bearer <token>``. A job definition — a
+``Pipeline`` or a ``DAG``, user functions included — is pickled with
+cloudpickle; when that fails the client searches the definition for the
+first object that cannot be pickled and names it, with the path that leads
+to it (vertex, function, closure variable...). Data read back (lists, maps,
+observable items) arrives as cloudpickles from the member the client chose
+to trust with its token. Waiting (``join``, iterating an observable) is a
+loop of long-polls of at most 30 s each, so no request blocks forever and a
+``timeout`` is honoured. A member's refusal becomes a
+:class:`~jetlet.errors.JetletError` with the member's message; a failed job
+becomes :class:`~jetlet.errors.JobFailedError` carrying the remote traceback,
+a cancelled one :class:`~jetlet.errors.JobCancelledError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import dataclasses
+import json
+import pickle
+import threading
+import time
+import types
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+
+from jetlet import config, errors, job
+from jetlet.core import dag as dag_mod
+
+LONG_POLL_S = 30.0
+"""Longest single wait the member grants; longer waits repeat it."""
+_TERMINAL = frozenset({"COMPLETED", "FAILED"})
+_SEARCH_DEPTH = 6
+
+
+class RequestRefusedError(errors.JetletError):
+    """The member refused a request; ``status`` is the HTTP status, ``field`` the field it named."""
+
+    def __init__(self, message: str, status: int, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberView:
+    """One member as the cluster describes it."""
+
+    name: str
+    data_address: str
+    rest_address: str
+    is_coordinator: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterView:
+    """The cluster: its member list (oldest first), its coordinator and its partition table."""
+
+    version: int
+    members: tuple[MemberView, ...]
+    coordinator: str
+    partition_count: int
+    partitions: dict[str, list[int]]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterView:
+        table = data.get("partition_table", {})
+        return cls(
+            version=int(data.get("version", 0)),
+            members=tuple(MemberView(**m) for m in data.get("members", [])),
+            coordinator=str(data.get("coordinator", "")),
+            partition_count=int(table.get("partition_count", 0)),
+            partitions={k: list(v) for k, v in table.get("members", {}).items()},
+        )
+
+
+def describe_unpicklable(definition: object) -> str:
+    """The path to the first part of ``definition`` that cloudpickle cannot pickle ('' if none).
+
+    A Pipeline is planned first: the planner names the stage and function it cannot pickle.
+    """
+    dag: object = definition
+    to_dag = getattr(definition, "to_dag", None)
+    if callable(to_dag):
+        try:
+            dag = to_dag()
+        except Exception as exc:
+            return f"{exc}".split(" cannot be pickled")[0]
+    roots: list[tuple[str, object]] = []
+    if isinstance(dag, dag_mod.DAG):
+        roots = [(f"vertex {v.name!r}", v) for v in dag.vertices()]
+    roots.append((type(definition).__name__, definition))
+    for label, root in roots:
+        path = _find_unpicklable(root, label, _SEARCH_DEPTH, set())
+        if path:
+            return path
+    return ""
+
+
+def _pickles(obj: object) -> bool:
+    try:
+        cloudpickle.dumps(obj)
+    except Exception:
+        return False
+    return True
+
+
+def _children(obj: object) -> list[tuple[str, object]]:
+    if isinstance(obj, types.FunctionType):
+        found = [
+            (f"function {obj.__qualname__}: closure variable {name!r}", cell.cell_contents)
+            for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or (), strict=False)
+        ]
+        found += [
+            (f"function {obj.__qualname__}: global {n!r}", obj.__globals__[n])
+            for n in obj.__code__.co_names
+            if n in obj.__globals__
+        ]
+        return found
+    if isinstance(obj, types.MethodType):
+        return [("method's object", obj.__self__), ("function", obj.__func__)]
+    if isinstance(obj, dict):
+        return [(f"[{k!r}]", v) for k, v in obj.items()]
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [(f"[{i}]", v) for i, v in enumerate(obj)]
+    attributes = getattr(obj, "__dict__", None)
+    if isinstance(attributes, dict):
+        return [(f"attribute {k!r}", v) for k, v in attributes.items()]
+    return []
+
+
+def _label(obj: object) -> str:
+    if isinstance(obj, types.FunctionType | types.MethodType):
+        return f"function {obj.__qualname__}"
+    return f"a {type(obj).__module__}.{type(obj).__qualname__} object"
+
+
+def _find_unpicklable(obj: object, path: str, depth: int, seen: set[int]) -> str:
+    if id(obj) in seen or _pickles(obj):
+        return ""
+    seen.add(id(obj))
+    if depth > 0:
+        for label, child in _children(obj):
+            deeper = _find_unpicklable(child, f"{path} -> {label}", depth - 1, seen)
+            if deeper:
+                return deeper
+    return f"{path} ({_label(obj)})"
+
+
+def pickle_definition(definition: object) -> bytes:
+    """cloudpickle a Pipeline or DAG; a clear :class:`JetletError` names what cannot be pickled."""
+    try:
+        return bytes(cloudpickle.dumps(definition))
+    except Exception as exc:
+        culprit = describe_unpicklable(definition) or type(definition).__name__
+        reason = f"{type(exc).__name__}: {exc}"
+        raise errors.JetletError(
+            f"the job cannot be sent to the cluster ({reason}): {culprit} cannot be pickled"
+        ) from exc
+
+
+def _decode(text: str) -> Any:
+    return pickle.loads(base64.b64decode(text))
+
+
+class Client:
+    """A connection to a jetlet cluster through one member's REST API (thread-safe)."""
+
+    def __init__(self, address: str, token: str, timeout: float = 30.0) -> None:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"address must be host:port, got {address!r}")
+        self.address = address
+        self.base_url = f"http://{address}"
+        self.timeout = timeout
+        self._token = token
+        self.pids: tuple[int, ...] = ()
+        """Process ids of the members (set by ``local_cluster``)."""
+        self.addresses: tuple[str, ...] = (address,)
+        """REST addresses of the members this client knows."""
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None, wait: float = 0.0) -> Any:
+        """One authenticated request; the decoded JSON answer. Raises :class:`RequestRefusedError`."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self._token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout + wait) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise _refusal(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise errors.JetletError(f"cannot reach the member at {self.address}: {reason}") from exc
+
+    def new_job(self, definition: object, job_config: config.JobConfig | None = None) -> RemoteJob:
+        """Submit a Pipeline or DAG; returns at once with the job handle."""
+        body = {
+            "definition": base64.b64encode(pickle_definition(definition)).decode("ascii"),
+            "config": _config_fields(job_config or config.JobConfig()),
+        }
+        return RemoteJob(self, self.request("POST", "/jobs", body))
+
+    def new_job_if_absent(self, definition: object, job_config: config.JobConfig) -> RemoteJob:
+        """Submit unless an active job has the same name; then return that job."""
+        if job_config.name is None:
+            raise ValueError("new_job_if_absent needs a job name")
+        active = self.get_job(job_config.name)
+        if active is not None and active.record_status() not in _TERMINAL:
+            return active
+        try:
+            return self.new_job(definition, job_config)
+        except RequestRefusedError as exc:
+            again = self.get_job(job_config.name)
+            if exc.status == 409 and again is not None:
+                return again
+            raise
+
+    def get_job(self, key: int | str) -> RemoteJob | None:
+        """The job with this id or name (the newest for a reused name), or None."""
+        try:
+            return RemoteJob(self, self.request("GET", f"/jobs/{_quote(str(key))}"))
+        except RequestRefusedError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def get_jobs(self) -> list[RemoteJob]:
+        return [RemoteJob(self, record) for record in self.request("GET", "/jobs")["jobs"]]
+
+    def get_list(self, name: str) -> list[Any]:
+        """A copy of the named list."""
+        result: list[Any] = _decode(self.request("GET", f"/lists/{_quote(name)}")["data"])
+        return result
+
+    def get_map(self, name: str) -> dict[Any, Any]:
+        """A copy of the named map."""
+        result: dict[Any, Any] = _decode(self.request("GET", f"/maps/{_quote(name)}")["data"])
+        return result
+
+    def get_observable(self, name: str) -> RemoteObservable:
+        return RemoteObservable(self, name)
+
+    def cluster(self) -> ClusterView:
+        """The members, the coordinator and the partition table."""
+        return ClusterView.from_dict(self.request("GET", "/cluster"))
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/health")
+        return result
+
+    def shutdown(self) -> None:
+        """Release the client (it holds no connection between calls)."""
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"Client({self.address!r})"
+
+
+def _quote(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def _config_fields(job_config: config.JobConfig) -> dict[str, Any]:
+    fields = {f.name: getattr(job_config, f.name) for f in dataclasses.fields(job_config)}
+    fields["processing_guarantee"] = job_config.processing_guarantee.value
+    fields["arguments"] = dict(job_config.arguments)
+    return fields
+
+
+def _refusal(exc: urllib.error.HTTPError) -> RequestRefusedError:
+    try:
+        body = json.loads(exc.read())
+    except ValueError:
+        body = {}
+    message = body.get("error") if isinstance(body, dict) else None
+    field = body.get("field") if isinstance(body, dict) else None
+    return RequestRefusedError(
+        f"the member refused the request ({exc.code}): {message or exc.reason}", exc.code, field
+    )
+
+
+class RemoteJob(job.Job):
+    """A job on the cluster; each property read fetches its current state."""
+
+    def __init__(self, client: Client, record: dict[str, Any]) -> None:
+        self._client = client
+        self._record = record
+        self._id = int(record["id"])
+        self._future: concurrent.futures.Future[None] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> int:
+        return self._id
+
+    @property
+    def name(self) -> str:
+        return str(self._record["name"])
+
+    @property
+    def submission_time(self) -> int:
+        return int(self._record["submission_time"])
+
+    @property
+    def status(self) -> job.JobStatus:
+        return job.JobStatus(self._refresh()["status"])
+
+    @property
+    def completion_time(self) -> int | None:
+        value = self._refresh()["completion_time"]
+        return None if value is None else int(value)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self._record["config"])
+
+    @property
+    def dag_dot(self) -> str:
+        return str(self._record["dag_dot"])
+
+    def record_status(self) -> str:
+        """The status as of the last fetch (no request)."""
+        return str(self._record["status"])
+
+    def _path(self, action: str = "") -> str:
+        return f"/jobs/{self._id}" + (f"/{action}" if action else "")
+
+    def _refresh(self) -> dict[str, Any]:
+        self._record = self._client.request("GET", self._path())
+        return self._record
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until the job ends; raise its failure. ``TimeoutError`` if ``timeout`` passes first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = LONG_POLL_S if deadline is None else max(0.0, deadline - time.monotonic())
+            wait = min(remaining, LONG_POLL_S)
+            self._record = self._client.request("POST", self._path("join"), {"timeout": wait}, wait=wait)
+            if self._record["status"] in _TERMINAL:
+                self._raise_failure()
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.name!r} still {self._record['status']} after {timeout} s")
+
+    def _raise_failure(self) -> None:
+        if self._record["status"] != "FAILED":
+            return
+        if self._record["cancelled"]:
+            raise errors.JobCancelledError(self._record["failure"])
+        raise errors.JobFailedError(self._record["failure"], self._record["failure_traceback"])
+
+    @property
+    def future(self) -> concurrent.futures.Future[None]:
+        """A future completed when the job ends (a ``jetlet-client-join`` thread waits for it)."""
+        with self._lock:
+            if self._future is None:
+                self._future = concurrent.futures.Future()
+                threading.Thread(target=self._complete_future, name="jetlet-client-join", daemon=True).start()
+            return self._future
+
+    def _complete_future(self) -> None:
+        assert self._future is not None
+        try:
+            self.join()
+        except BaseException as exc:
+            self._future.set_exception(exc)
+        else:
+            self._future.set_result(None)
+
+    def cancel(self) -> None:
+        self._record = self._client.request("POST", self._path("cancel"), {})
+
+    def suspend(self) -> None:
+        self._record = self._client.request("POST", self._path("suspend"), {})
+
+    def resume(self) -> None:
+        self._record = self._client.request("POST", self._path("resume"), {})
+
+    def restart(self) -> None:
+        self._record = self._client.request("POST", self._path("restart"), {})
+
+    def metrics(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._client.request("GET", self._path("metrics"))["metrics"]
+        return result
+
+
+class RemoteObservable:
+    """A named observable on the cluster, read by long-polling from a position."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._client = client
+        self.name = name
+
+    def _fetch(self, position: int, wait: float) -> dict[str, Any]:
+        path = f"/observables/{_quote(self.name)}?from={position}&timeout={wait}"
+        answer: dict[str, Any] = self._client.request("GET", path, wait=wait)
+        return answer
+
+    def items(self) -> list[Any]:
+        """The results published so far."""
+        result: list[Any] = _decode(self._fetch(0, 0.0)["data"])
+        return result
+
+    def iterate(self, timeout: float | None = None) -> Iterator[Any]:
+        """Every result in order, until the observable completes; raises its job's failure.
+
+        ``TimeoutError`` if ``timeout`` seconds pass with no new result.
+        """
+        position = 0
+        while True:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                wait = (
+                    LONG_POLL_S
+                    if deadline is None
+                    else min(LONG_POLL_S, max(0.0, deadline - time.monotonic()))
+                )
+                answer = self._fetch(position, wait)
+                batch = _decode(answer["data"])
+                if batch or answer["done"]:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"observable {self.name!r}: no result for {timeout} s")
+            yield from batch
+            position = int(answer["next_position"])
+            if answer["done"]:
+                if answer["error"]:
+                    raise errors.JobFailedError(answer["error"])
+                return
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.iterate()
+
+
+def connect(address: str, token: str, timeout: float = 30.0) -> Client:
+    """A client of the cluster whose member serves REST at ``address`` (``host:port``).
+
+    Checks the address and the token at once with an authenticated request.
+    """
+    client = Client(address, token, timeout)
+    client.request("GET", "/cluster")
+    return client

@@ -1,0 +1,253 @@
+"""The member process: ``python -m jetlet.member`` (and ``jetlet member``).
+
+Theory of operation
+-------------------
+:func:`main` reads the member's settings (flags > ``JETLET_*`` environment >
+config file, see ``jetlet._cluster.settings``), refuses to start without a
+cluster secret and a REST token, then runs one asyncio loop in the main
+thread until SIGTERM or SIGINT:
+
+* the data port is a ``jetlet._network.transport.Transport`` (its own loop
+  thread), admitting only peers that prove the cluster secret; every member
+  dials every other member's data port as it learns of it (one connection
+  per pair carries the job protocol, the distributed edges' packets and
+  their flow control);
+* the REST API (``jetlet._cluster.rest``) serves the job service, a
+  ``jetlet._cluster.coordinator.ClusterJobService``: the coordinator runs
+  each job on every member, the others forward their calls to it — and the
+  ``/cluster`` description;
+* membership (``jetlet._cluster.membership``, sans-IO) is driven by a
+  periodic tick; its messages travel as authenticated ``POST /membership``
+  calls to the other members' REST ports (so ``--members`` lists REST
+  addresses), and the partition table is re-derived from every new member
+  list, moving as few partitions as possible.
+
+Once both ports are bound the member writes ``{"name", "pid",
+"rest_address", "data_address"}`` as JSON to ``--ready-file`` (atomically:
+written aside, then renamed). On shutdown it stops the REST server, the
+membership loop, the transport and every job, and returns 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import os
+import pathlib
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import aiohttp
+
+from jetlet import _embedded
+from jetlet._cluster import coordinator, membership, partition_table, rest, settings
+from jetlet._network import frames
+from jetlet._network import tasklets as remote
+from jetlet._network import transport as transport_mod
+
+_log = logging.getLogger("jetlet.member")
+_TICK_S = 0.05
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags for every setting (``--rest-port``, ``--members a:1,b:2``, ``--queue-size`` ...)."""
+    parser = argparse.ArgumentParser(prog="jetlet member", description="Run a jetlet cluster member.")
+    parser.add_argument("--config", dest="config_file", help="TOML or JSON file of settings")
+    for name in sorted(settings.NAMES):
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="VALUE")
+    return parser
+
+
+class Member:
+    """One running member: transport, membership, partition table and REST server."""
+
+    def __init__(self, config: settings.MemberSettings, token: str, secret: bytes) -> None:
+        self.config = config
+        self.token = token
+        self.secret = secret
+        self.stopping = asyncio.Event()
+        self.instance = _embedded.embedded(config.instance_config())
+        self.service: coordinator.ClusterJobService | None = None
+        self.transport: transport_mod.Transport | None = None
+        self.membership: membership.Membership | None = None
+        self.table: partition_table.PartitionTable | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def describe(self) -> dict[str, Any]:
+        assert self.membership is not None and self.table is not None
+        return {**self.membership.describe(), "partition_table": self.table.to_dict()}
+
+    def _refresh_table(self) -> None:
+        assert self.membership is not None
+        names = list(self.membership.member_list.names)
+        if self.table is None or list(self.table.members) != names:
+            self.table = partition_table.PartitionTable.assign(names, self.config.partition_count, self.table)
+        self._connect_data_ports()
+
+    def _connect_data_ports(self) -> None:
+        """Dial every other member's data port (the transport keeps one connection per pair)."""
+        assert self.membership is not None and self.transport is not None
+        for member in self.membership.member_list.members:
+            if member.name == self.membership.local.name or self.transport.is_connected(member.name):
+                continue
+            host, _, port = member.data_address.rpartition(":")
+            future = self.transport.connect_soon(member.name, host, int(port))
+            future.add_done_callback(_log_connect_failure(member.name))
+
+    def member_names(self) -> tuple[str, ...]:
+        """The members in age order: the first is the coordinator."""
+        assert self.membership is not None
+        return tuple(self.membership.member_list.names)
+
+    def _on_message(self, peer: str, msg_type: frames.MessageType, payload: bytes) -> None:
+        if self.service is None or not self.service.on_message(peer, msg_type, payload):
+            _log.debug("message %s from %s ignored", msg_type.name, peer)
+
+    def _on_peer_lost(self, peer: str) -> None:
+        _log.info("data connection to %s lost", peer)
+        if self.service is not None:
+            self.service.on_peer_lost(peer)
+
+    async def _send(self, outgoing: list[membership.Outgoing]) -> None:
+        assert self.membership is not None and self._session is not None
+        for out in outgoing:
+            target = self.membership.member_list.get(out.name) if out.name else None
+            address = target.rest_address if target is not None else out.address
+            if not address:
+                continue
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                async with self._session.post(f"http://{address}/membership", json=out.message) as response:
+                    await response.read()
+
+    async def on_membership(self, message: dict[str, Any]) -> None:
+        assert self.membership is not None
+        outgoing = self.membership.receive(message, _now_ms())
+        self._refresh_table()
+        if outgoing:
+            asyncio.get_running_loop().create_task(self._send(outgoing))
+
+    async def _tick_forever(self) -> None:
+        assert self.membership is not None
+        while not self.stopping.is_set():
+            outgoing = self.membership.tick(_now_ms())
+            self._refresh_table()
+            await self._send(outgoing)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), _TICK_S)
+
+    async def run(self) -> None:
+        config = self.config
+        host = config.host
+        advertised = config.advertise_host or host
+        name = config.name
+        transport = transport_mod.Transport(
+            name or "member", self.secret, self._on_message, self._on_peer_lost
+        )
+        self.transport = transport
+        data_host, data_port = await asyncio.to_thread(transport.start, host, config.data_port)
+        flow = remote.FlowSettings(
+            flow_control_period_millis=config.flow_control_period_millis,
+            receive_window_multiplier=config.receive_window_multiplier,
+            packet_size_limit=config.packet_size_limit,
+        )
+        self.service = coordinator.ClusterJobService(
+            transport.member_name, transport, self.member_names, self.instance, flow
+        )
+        app = rest.create_app(
+            self.service, self.describe, self.token, config.max_request_bytes, self.on_membership
+        )
+        runner, (_, rest_port) = await rest.start_site(app, host, config.rest_port)
+        name = name or f"{advertised}:{data_port}"
+        info = membership.MemberInfo(
+            name, f"{advertised}:{data_port}", f"{advertised}:{rest_port}", _now_ms()
+        )
+        self.membership = membership.Membership(
+            info, config.members, config.heartbeat_interval_millis, config.failure_timeout_millis, _now_ms()
+        )
+        self._refresh_table()
+        timeout = aiohttp.ClientTimeout(total=max(1.0, config.heartbeat_interval_millis / 1000))
+        headers = {"Authorization": f"Bearer {self.token}"}
+        self._session = aiohttp.ClientSession(timeout=timeout, headers=headers)
+        ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+        _write_ready_file(config.ready_file, info)
+        _log.info(
+            "member %s serving REST on %s, data on %s:%d", name, info.rest_address, data_host, data_port
+        )
+        try:
+            await self.stopping.wait()
+        finally:
+            await ticker
+            await self._session.close()
+            await runner.cleanup()
+            await asyncio.to_thread(self._close_engine)
+
+    def _close_engine(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        if self.service is not None:
+            self.service.close()
+        self.instance.shutdown()
+
+
+def _log_connect_failure(peer: str) -> Callable[[concurrent.futures.Future[None]], None]:
+    def report(future: concurrent.futures.Future[None]) -> None:
+        error = future.exception()
+        if error is not None:
+            _log.warning("cannot connect to member %s: %s", peer, error)
+
+    return report
+
+
+def _write_ready_file(path: str, info: membership.MemberInfo) -> None:
+    if not path:
+        return
+    target = pathlib.Path(path)
+    aside = target.with_name(target.name + ".tmp")
+    record = {
+        "name": info.name,
+        "pid": os.getpid(),
+        "rest_address": info.rest_address,
+        "data_address": info.data_address,
+    }
+    aside.write_text(json.dumps(record))
+    aside.replace(target)
+
+
+async def _serve(member: Member) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, member.stopping.set)
+    await member.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a member until SIGTERM/SIGINT; 0 on a clean stop, 2 on bad settings."""
+    args = vars(build_parser().parse_args(argv))
+    try:
+        config = settings.load(args, os.environ)
+        token, secret = config.read_token(), config.read_secret()
+    except settings.SettingsError as exc:
+        print(f"jetlet member: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not token or not secret:
+        missing = "a REST token (--token-file or JETLET_TOKEN)" if not token else "a cluster secret"
+        print(f"jetlet member: {missing} is required", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(Member(config, token, secret)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
