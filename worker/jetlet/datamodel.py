@@ -6,9 +6,11 @@
   stage of a two-stage window aggregation emits one per frame and key, with
   the frame's *end* timestamp and the frame's accumulator.
 
-Windows are half-open, ``[start, end)``. ``is_early`` marks a result emitted
-before the window was complete (early results); the final result of the same
-window follows later.
+They are named tuples: immutable, hashable and cheap to make (a window
+stage makes one per key and window). Windows are half-open,
+``[start, end)``. ``is_early`` marks a result emitted before the window was
+complete (early results); the final result of the same window follows
+later.
 
 >>> KeyedWindowResult(0, 10, "a", 3)
 KeyedWindowResult(start=0, end=10, key='a', result=3)
@@ -18,8 +20,7 @@ WindowResult(start=0, end=10, result=3, is_early=True)
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 __all__ = ["KeyedWindowResult", "TimestampedEntry", "WindowResult"]
 
@@ -28,8 +29,7 @@ R = TypeVar("R")
 V = TypeVar("V")
 
 
-@dataclasses.dataclass(frozen=True, slots=True, repr=False)
-class WindowResult(Generic[R]):
+class WindowResult(NamedTuple, Generic[R]):
     """The aggregated ``result`` of the window ``[start, end)``."""
 
     start: int
@@ -42,8 +42,7 @@ class WindowResult(Generic[R]):
         return f"WindowResult(start={self.start}, end={self.end}, result={self.result!r}{early})"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, repr=False)
-class KeyedWindowResult(Generic[K, R]):
+class KeyedWindowResult(NamedTuple, Generic[K, R]):
     """The aggregated ``result`` of ``key``'s items in the window ``[start, end)``."""
 
     start: int
@@ -60,8 +59,7 @@ class KeyedWindowResult(Generic[K, R]):
         )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class TimestampedEntry(Generic[K, V]):
+class TimestampedEntry(NamedTuple, Generic[K, V]):
     """``value`` of ``key`` at ``timestamp`` (for frames: the frame's end)."""
 
     timestamp: int

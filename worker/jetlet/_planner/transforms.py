@@ -456,14 +456,6 @@ class TimestampTransform(Transform):
         planner.add_edges(self, vertex, lambda edge, _: edge.isolated())
 
 
-def _window_result(start: int, end: int, _key: Any, result: Any, is_early: bool) -> tuple[int, Any]:
-    return (end, datamodel.WindowResult(start, end, result, is_early))
-
-
-def _keyed_window_result(start: int, end: int, key: Any, result: Any, is_early: bool) -> tuple[int, Any]:
-    return (end, datamodel.KeyedWindowResult(start, end, key, result, is_early))
-
-
 def _global_key(_event: Any) -> None:
     return None
 
@@ -505,7 +497,7 @@ class WindowAggregateTransform(Transform):
         self.op = _on_items(op)
 
     def _output(self) -> Callable[[int, int, Any, Any, bool], tuple[int, Any]]:
-        return _keyed_window_result if self.keyed else _window_result
+        return windows.keyed_window_event if self.keyed else windows.window_event
 
     def _route(self, edge: Any, ordinal: int) -> None:
         if self.keyed:

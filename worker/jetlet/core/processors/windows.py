@@ -81,6 +81,20 @@ def keyed_window_result(start: int, end: int, key: Any, result: Any, is_early: b
     return datamodel.KeyedWindowResult(start, end, key, result, is_early)
 
 
+def keyed_window_event(start: int, end: int, key: Any, result: Any, is_early: bool) -> Any:
+    """The pipeline's output of a keyed window: a ``(window end, KeyedWindowResult)`` event."""
+    return (end, datamodel.KeyedWindowResult(start, end, key, result, is_early))
+
+
+def window_event(start: int, end: int, _key: Any, result: Any, is_early: bool) -> Any:
+    """The pipeline's output of a global window: a ``(window end, WindowResult)`` event."""
+    return (end, datamodel.WindowResult(start, end, result, is_early))
+
+
+_new_tuple = tuple.__new__
+"""Makes a named tuple from a tuple of its fields in C (no Python-level ``__new__`` call)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class FrameSnapshotKey:
     """The snapshot key of one frame accumulator; ``key`` is the grouping (partitioning) key."""
@@ -276,7 +290,8 @@ class SlidingWindowP(processor.Processor):
     def _window_outputs(self, win_end: int) -> list[Any]:
         if self._emits_frames:
             frame = self._frames.get(win_end, {})
-            return [datamodel.TimestampedEntry(win_end, key, acc) for key, acc in frame.items()]
+            entry = datamodel.TimestampedEntry
+            return [_new_tuple(entry, (win_end, key, acc)) for key, acc in frame.items()]
         if self._policy.is_tumbling:
             accs, result_fn = self._frames.get(win_end, {}), self._op.finish_fn
         elif self._deduct is not None:
@@ -284,10 +299,15 @@ class SlidingWindowP(processor.Processor):
         else:
             accs, result_fn = self._recompute(win_end), self._op.finish_fn
         start, shape = win_end - self._policy.window_size, self._shape
-        if result_fn is agg.IDENTITY:
-            outputs = [shape(start, win_end, key, acc, False) for key, acc in accs.items()]
-        else:
-            outputs = [shape(start, win_end, key, result_fn(acc), False) for key, acc in accs.items()]
+        if result_fn is not agg.IDENTITY:
+            accs = {key: result_fn(acc) for key, acc in accs.items()}
+        if shape is keyed_window_event:  # the pipeline's shape, made without a Python call per result
+            keyed = datamodel.KeyedWindowResult
+            return [(win_end, _new_tuple(keyed, (start, win_end, key, r, False))) for key, r in accs.items()]
+        if shape is window_event:
+            plain = datamodel.WindowResult
+            return [(win_end, _new_tuple(plain, (start, win_end, r, False))) for r in accs.values()]
+        outputs = [shape(start, win_end, key, r, False) for key, r in accs.items()]
         return [output for output in outputs if output is not None]
 
     def _slide_to(self, win_end: int) -> dict[Any, Any]:
