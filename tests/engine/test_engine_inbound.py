@@ -84,3 +84,15 @@ def test_given_every_producer_sent_done_when_drained_then_the_stream_is_done() -
     stream.drain_to(inbox, limit=100)
     assert stream.is_done
     assert list(inbox) == ["a"]
+
+
+def test_given_a_watermark_held_back_by_inputs_that_finish_without_one_then_it_is_released() -> None:
+    # Given three inputs: the first brings watermark 100 and finishes while the others have none yet
+    coalescer = WatermarkCoalescer(3)
+    assert coalescer.observe(0, Watermark(100)) is None
+    assert coalescer.queue_done(0) is None
+    assert coalescer.queue_done(1) is None
+    # When the last one finishes without ever sending a watermark
+    released = coalescer.queue_done(2)
+    # Then the held-back watermark comes out (nothing can arrive late any more)
+    assert released == Watermark(100)

@@ -9,8 +9,10 @@ must be processed first), or nothing is left.
 A consumer's :class:`WatermarkCoalescer` keeps the latest watermark of every
 input queue (all ordinals together, as in Jet). The coalesced watermark is
 the minimum over queues that are neither done nor idle; when every live queue
-is idle, it is :data:`~jetlet.core.watermark.IDLE_MESSAGE`. It only moves
-forward.
+is idle, it is :data:`~jetlet.core.watermark.IDLE_MESSAGE`. When the last
+queue finishes, the highest watermark any queue brought is released (no
+producer is left to send anything late), so the outcome does not depend on
+the order in which producers finish. It only moves forward.
 """
 
 from __future__ import annotations
@@ -53,6 +55,13 @@ class WatermarkCoalescer:
     def _advance(self) -> wm.Watermark | None:
         live = [i for i in range(len(self._tops)) if not self._done[i]]
         if not live:
+            # Every producer is done, so nothing can come late any more: what any of them
+            # promised holds. Without this, a watermark that was held back by a producer
+            # which then finished without one would be lost, depending on arrival order.
+            top = max(self._tops, default=NO_WATERMARK)
+            if top > self.last_emitted:
+                self.last_emitted = top
+                return wm.Watermark(top)
             return None
         active = [self._tops[i] for i in live if not self._idle[i]]
         if not active:
