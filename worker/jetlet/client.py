@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
+import os
 import pickle
+import site
+import sys
 import threading
 import time
 import types
@@ -163,9 +167,37 @@ def _find_unpicklable(obj: object, path: str, depth: int, seen: set[int]) -> str
     return f"{path} ({_label(obj)})"
 
 
+def _user_modules() -> list[types.ModuleType]:
+    """Modules of this process that member processes cannot import: the user's own files.
+
+    cloudpickle pickles functions of importable modules *by reference*
+    (module and name). jetlet and the installed packages are importable on
+    every member; a user's script, test or notebook module is not, so its
+    functions must travel *by value*, as Jet ships a job's classes with it.
+    """
+    installed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    installed |= {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    package_root = os.path.realpath(os.path.dirname(os.path.dirname(errors.__file__)))
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if module is None or path is None or name == "__main__" or name.startswith("jetlet"):
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(package_root) or any(real.startswith(root) for root in installed):
+            continue
+        found.append(module)
+    return found
+
+
 def pickle_definition(definition: object) -> bytes:
     """cloudpickle a Pipeline or DAG; a clear :class:`JetletError` names what cannot be pickled."""
+    registered = []
     try:
+        for module in _user_modules():
+            with contextlib.suppress(ValueError):  # already registered
+                cloudpickle.register_pickle_by_value(module)
+                registered.append(module)
         return bytes(cloudpickle.dumps(definition))
     except Exception as exc:
         culprit = describe_unpicklable(definition) or type(definition).__name__
@@ -173,6 +205,9 @@ def pickle_definition(definition: object) -> bytes:
         raise errors.JetletError(
             f"the job cannot be sent to the cluster ({reason}): {culprit} cannot be pickled"
         ) from exc
+    finally:
+        for module in registered:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def _decode(text: str) -> Any:

@@ -23,6 +23,12 @@ The job protocol, as the Jet documents describe it:
 4. a member that leaves fails the jobs it ran (restarting them from a
    snapshot comes with fault tolerance).
 
+Suspend stops every member's execution and keeps the job (``SUSPENDED``);
+resume and restart start a new *execution* of the same job on the members
+there are now. Members know executions, not jobs, so a late message of an
+old execution can never disturb the new one. Without snapshots (the next
+issue) a new execution starts from the beginning of its sources.
+
 Items of distributed edges travel as ``DATA`` frames (packets) and flow
 control as ``FLOW_ACK`` frames, routed to the job's
 :class:`~jetlet._network.tasklets.RemoteLinks`.
@@ -47,7 +53,7 @@ from jetlet._execution import execution_plan, execution_service
 from jetlet._network import serialization
 from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
-from jetlet._network.transport import Transport
+from jetlet._network.transport import PeerUnavailableError, Transport
 from jetlet.core import dag as dag_mod
 
 log = logging.getLogger(__name__)
@@ -92,8 +98,12 @@ class _CoordinatedJob:
         self.failure_traceback = ""
         self.cancelled = False
         self.dag_dot = ""
+        self.execution_id = 0
+        """The current execution (a job runs again after resume and restart; members know executions)."""
+        self.stopping: str | None = None
+        """Why the current execution is being stopped: "fail", "suspend" or "restart"."""
         self.final_metrics: dict[str, dict[str, Any]] = {}
-        """Each member's metrics as it reported them when its share of the job ended."""
+        """Each member's metrics as it reported them when its share of the execution ended."""
 
     def record(self) -> job_service.JobRecord:
         return job_service.JobRecord(
@@ -131,6 +141,7 @@ class ClusterJobService:
         self._lock = threading.Condition()
         self._member_jobs: dict[int, _MemberJob] = {}
         self._jobs: dict[int, _CoordinatedJob] = {}
+        self._executions: dict[int, _CoordinatedJob] = {}
         self._ids = itertools.count(int.from_bytes(os.urandom(5), "big") << 16)
         self._workers = concurrent.futures.ThreadPoolExecutor(
             4, thread_name_prefix=f"jetlet-control-{member_name}"
@@ -164,18 +175,32 @@ class ClusterJobService:
             affected = [j for j in self._jobs.values() if peer in j.members and j.status not in TERMINAL]
         for coordinated in affected:
             self._fail(coordinated, f"member {peer} left the cluster while the job ran", "")
+            self._member_done(coordinated, coordinated.execution_id, peer, {})
 
-    def _send_control(self, peer: str, body: Mapping[str, Any]) -> None:
+    def _send_control(self, peer: str, body: Mapping[str, Any]) -> bool:
+        """Send a control message (to this member too); False if ``peer`` is not connected."""
         if peer == self.member_name:
             self._workers.submit(self._answer, peer, dict(body))
-        else:
+            return True
+        try:
             self.transport.send(peer, MessageType.CONTROL, serialization.dumps(dict(body)))
+        except PeerUnavailableError:
+            log.warning("member %s is gone: %s not delivered", peer, body.get("job_op", "reply"))
+            return False
+        return True
 
     def _call(self, peer: str, op: str, **fields: Any) -> concurrent.futures.Future[dict[str, Any]]:
         rpc = next(self._rpc_ids)
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         self._replies[rpc] = future
-        self._send_control(peer, {"job_op": op, "rpc": rpc, **fields})
+        if not self._send_control(peer, {"job_op": op, "rpc": rpc, **fields}):
+            self._replies.pop(rpc, None)
+            future.set_result(
+                {
+                    "error": f"member {peer} is not connected",
+                    "error_message": f"member {peer} is not connected",
+                }
+            )
         return future
 
     def _answer(self, peer: str, body: dict[str, Any]) -> None:
@@ -183,7 +208,12 @@ class ClusterJobService:
         try:
             result = self._handle(peer, op, body)
         except Exception as exc:  # every failure goes back to the caller, with its traceback
-            result = {"error": _format_error(exc), "error_type": type(exc).__name__}
+            result = {
+                "error": _format_error(exc),
+                "error_type": type(exc).__name__,
+                "error_message": str(exc),
+                "error_field": getattr(exc, "field", ""),
+            }
         rpc = body.get("rpc")
         if rpc is None:
             return
@@ -293,27 +323,52 @@ class ClusterJobService:
         return reply
 
     def _op_done(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        execution_id = body["job_id"]
         with self._lock:
-            coordinated = self._jobs.get(body["job_id"])
+            coordinated = self._executions.get(execution_id)
         if coordinated is None:
             return {}
         if "error" in body and not body.get("cancelled"):
             first_line = body["error"].strip().splitlines()[-1] if body["error"].strip() else "failed"
             self._fail(coordinated, f"job failed on member {body['member']}: {first_line}", body["error"])
-        with self._lock:
-            coordinated.done.add(body["member"])
-            coordinated.final_metrics[body["member"]] = body.get("metrics", {})
-            if coordinated.done >= set(coordinated.members) and coordinated.status not in TERMINAL:
-                coordinated.status = (
-                    job.JobStatus.FAILED.value if coordinated.cancelled else job.JobStatus.COMPLETED.value
-                )
-                coordinated.completion_time = int(time.time() * 1000)
-            finished = coordinated.done >= set(coordinated.members)
-            self._lock.notify_all()
-        if finished:
-            for member in coordinated.members:
-                self._send_control(member, {"job_op": "forget", "job_id": coordinated.id})
+        self._member_done(coordinated, execution_id, body["member"], body.get("metrics", {}))
         return {}
+
+    def _member_done(
+        self, coordinated: _CoordinatedJob, execution_id: int, member: str, metrics: dict[str, Any]
+    ) -> None:
+        """A member's share of an execution ended; when all have, the job ends, stops or runs again."""
+        with self._lock:
+            if execution_id != coordinated.execution_id or member in coordinated.done:
+                return
+            coordinated.done.add(member)
+            coordinated.final_metrics[member] = metrics
+            if not coordinated.done >= set(coordinated.members):
+                return
+            self._executions.pop(execution_id, None)
+            stopping, coordinated.stopping = coordinated.stopping, None
+            if stopping == "suspend":
+                coordinated.status = job.JobStatus.SUSPENDED.value
+            elif stopping != "restart":
+                failed = stopping == "fail"
+                coordinated.status = job.JobStatus.FAILED.value if failed else job.JobStatus.COMPLETED.value
+                coordinated.completion_time = int(time.time() * 1000)
+            self._lock.notify_all()
+        for name in coordinated.members:
+            self._send_control(name, {"job_op": "forget", "job_id": execution_id})
+        if stopping == "restart":
+            self._start_execution(coordinated)
+
+    def _stop(self, coordinated: _CoordinatedJob, why: str, reason: str) -> None:
+        """Cancel the current execution on every member; ``why`` decides what happens when they are done."""
+        with self._lock:
+            if coordinated.stopping == "fail":
+                return
+            coordinated.stopping = why
+            members, execution_id = coordinated.members, coordinated.execution_id
+            self._lock.notify_all()
+        for member in members:
+            self._send_control(member, {"job_op": "cancel", "job_id": execution_id, "reason": reason})
 
     def _fail(self, coordinated: _CoordinatedJob, message: str, trace: str, cancelled: bool = False) -> None:
         with self._lock:
@@ -322,25 +377,32 @@ class ClusterJobService:
             coordinated.failure = message
             coordinated.failure_traceback = trace
             coordinated.cancelled = cancelled
-            members = coordinated.members
-            self._lock.notify_all()
-        for member in members:
-            self._send_control(member, {"job_op": "cancel", "job_id": coordinated.id, "reason": message})
+        self._stop(coordinated, "fail", message)
+
+    def _start_execution(self, coordinated: _CoordinatedJob) -> None:
+        """Run the job (again) on the members there are now, as a new execution."""
+        dag = job_service.load_definition(coordinated.definition)
         with self._lock:
-            if set(members) - coordinated.done - set(self._live_members()):
-                coordinated.status = job.JobStatus.FAILED.value
-                coordinated.completion_time = int(time.time() * 1000)
-                self._lock.notify_all()
+            execution_id = next(self._ids)
+            coordinated.execution_id = execution_id
+            coordinated.members = tuple(self._member_names())
+            coordinated.done = set()
+            coordinated.final_metrics = {}
+            coordinated.status = job.JobStatus.STARTING.value
+            self._executions[execution_id] = coordinated
+        threading.Thread(
+            target=self._run_job,
+            args=(coordinated, execution_id, dag),
+            name=f"jetlet-coordinator-{execution_id}",
+            daemon=True,
+        ).start()
 
-    def _live_members(self) -> Sequence[str]:
-        return self._member_names()
-
-    def _run_job(self, coordinated: _CoordinatedJob, dag: dag_mod.DAG) -> None:
+    def _run_job(self, coordinated: _CoordinatedJob, execution_id: int, dag: dag_mod.DAG) -> None:
         members = coordinated.members
         table = partition_table.PartitionTable.assign(list(members), self.instance.config.partition_count)
         owners = [members.index(table.owner(p)) for p in range(self.instance.config.partition_count)]
         fields = {
-            "job_id": coordinated.id,
+            "job_id": execution_id,
             "name": coordinated.name,
             "definition": coordinated.definition,
             "config": coordinated.config,
@@ -357,18 +419,24 @@ class ClusterJobService:
             if "error" in reply:
                 init_errors.append(f"member {member}: {reply['error']}")
         if init_errors:
-            self._fail(
-                coordinated, "the job could not start:\n" + "\n".join(init_errors), "\n".join(init_errors)
-            )
+            text = "\n".join(init_errors)
             with self._lock:
+                coordinated.failure = "the job could not start:\n" + text
+                coordinated.failure_traceback = text
                 coordinated.status = job.JobStatus.FAILED.value
                 coordinated.completion_time = int(time.time() * 1000)
+                self._executions.pop(execution_id, None)
                 self._lock.notify_all()
+            for member in members:
+                self._send_control(member, {"job_op": "forget", "job_id": execution_id})
             return
         with self._lock:
+            if coordinated.execution_id != execution_id:
+                return
             coordinated.status = job.JobStatus.RUNNING.value
+            self._lock.notify_all()
         for member in members:
-            self._call(member, "start", job_id=coordinated.id)
+            self._call(member, "start", job_id=execution_id)
 
     def _op_submit(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"record": self._submit(body["definition"], body["config"]).to_dict()}
@@ -390,12 +458,8 @@ class ClusterJobService:
                 job_service.job_config_to_dict(parsed),
             )
             coordinated.dag_dot = dag.to_dot()
-            coordinated.members = tuple(self._member_names())
-            coordinated.status = job.JobStatus.STARTING.value
             self._jobs[job_id] = coordinated
-        threading.Thread(
-            target=self._run_job, args=(coordinated, dag), name=f"jetlet-coordinator-{job_id}", daemon=True
-        ).start()
+        self._start_execution(coordinated)
         return coordinated.record()
 
     def _find(self, key: str) -> _CoordinatedJob:
@@ -423,10 +487,54 @@ class ClusterJobService:
 
     def _op_cancel_job(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         coordinated = self._find(body["key"])
-        if coordinated.status in TERMINAL:
-            raise errors.JetletError(f"job {coordinated.name!r} has already ended ({coordinated.status})")
+        with self._lock:
+            if coordinated.status in TERMINAL:
+                raise errors.JetletError(f"job {coordinated.name!r} has already ended ({coordinated.status})")
+            if coordinated.status == job.JobStatus.SUSPENDED.value:  # nothing runs: it just ends
+                coordinated.failure, coordinated.cancelled = "the job was cancelled", True
+                coordinated.status = job.JobStatus.FAILED.value
+                coordinated.completion_time = int(time.time() * 1000)
+                self._lock.notify_all()
+                return {"record": coordinated.record().to_dict()}
         self._fail(coordinated, "the job was cancelled", "", cancelled=True)
         return self._op_join(peer, {"key": body["key"], "timeout": 10.0})
+
+    def _op_suspend(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Stop every member's execution and keep the job, SUSPENDED (without snapshots, state restarts)."""
+        coordinated = self._running(body["key"], "suspend")
+        self._stop(coordinated, "suspend", "the job is being suspended")
+        return self._await_status(coordinated, {job.JobStatus.SUSPENDED.value, *TERMINAL})
+
+    def _op_resume(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        coordinated = self._find(body["key"])
+        if coordinated.status != job.JobStatus.SUSPENDED.value:
+            raise errors.JetletError(f"job {coordinated.name!r} is not suspended ({coordinated.status})")
+        self._start_execution(coordinated)
+        return self._await_status(coordinated, {job.JobStatus.RUNNING.value, *TERMINAL})
+
+    def _op_restart(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Stop the execution and start a new one on the members there are now."""
+        coordinated = self._running(body["key"], "restart")
+        old = coordinated.execution_id
+        self._stop(coordinated, "restart", "the job is being restarted")
+        with self._lock:
+            self._lock.wait_for(
+                lambda: coordinated.execution_id != old or coordinated.status in TERMINAL, RPC_TIMEOUT_S
+            )
+        return self._await_status(coordinated, {job.JobStatus.RUNNING.value, *TERMINAL})
+
+    def _running(self, key: str, operation: str) -> _CoordinatedJob:
+        coordinated = self._find(key)
+        if coordinated.status != job.JobStatus.RUNNING.value or coordinated.stopping is not None:
+            raise errors.JetletError(
+                f"job {coordinated.name!r} is not running ({coordinated.status}), cannot {operation}"
+            )
+        return coordinated
+
+    def _await_status(self, coordinated: _CoordinatedJob, statuses: set[str]) -> dict[str, Any]:
+        with self._lock:
+            self._lock.wait_for(lambda: coordinated.status in statuses, RPC_TIMEOUT_S)
+            return {"record": coordinated.record().to_dict()}
 
     def _op_job_metrics(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         """Per ``member/tasklet``: live counters of running members, final ones of members done."""
@@ -434,7 +542,7 @@ class ClusterJobService:
         with self._lock:
             per_member = dict(coordinated.final_metrics)
         running = [m for m in coordinated.members if m not in per_member]
-        calls = {m: self._call(m, "metrics", job_id=coordinated.id) for m in running}
+        calls = {m: self._call(m, "metrics", job_id=coordinated.execution_id) for m in running}
         for member, call in calls.items():
             try:
                 per_member[member] = call.result(RPC_TIMEOUT_S).get("value", {})
@@ -477,13 +585,13 @@ class ClusterJobService:
         return job_service.JobRecord.from_dict(self._forward("cancel_job", key=key)["record"])
 
     def suspend(self, key: str) -> job_service.JobRecord:
-        raise errors.JetletError("suspend needs snapshots, which this cluster does not take yet")
+        return job_service.JobRecord.from_dict(self._forward("suspend", key=key)["record"])
 
     def resume(self, key: str) -> job_service.JobRecord:
-        raise errors.JetletError("resume needs snapshots, which this cluster does not take yet")
+        return job_service.JobRecord.from_dict(self._forward("resume", key=key)["record"])
 
     def restart(self, key: str) -> job_service.JobRecord:
-        raise errors.JetletError("restart needs snapshots, which this cluster does not take yet")
+        return job_service.JobRecord.from_dict(self._forward("restart", key=key)["record"])
 
     def metrics(self, key: str) -> dict[str, Any]:
         value: dict[str, Any] = self._forward("job_metrics", key=key)["value"]
@@ -521,10 +629,12 @@ def _member_metrics(member_job: _MemberJob) -> dict[str, dict[str, int]]:
 
 
 def _remote_error(reply: Mapping[str, Any]) -> errors.JetletError:
+    """The coordinator's error as the same kind of error here (so REST answers 400/404/409 alike)."""
     kind = reply.get("error_type", "")
-    text = str(reply["error"])
+    message = str(reply.get("error_message") or reply["error"])
     if kind == "UnknownJobError":
-        return job_service.UnknownJobError(text.strip().splitlines()[-1])
+        return job_service.UnknownJobError(message)
     if kind == "InvalidJobRequestError":
-        return errors.JetletError(text.strip().splitlines()[-1])
-    return errors.JetletError(text.strip().splitlines()[-1] if text.strip() else "failed")
+        field = str(reply.get("error_field", ""))
+        return job_service.InvalidJobRequestError(field, message.removeprefix(f"{field}: "))
+    return errors.JetletError(message)

@@ -339,6 +339,7 @@ class RemoteLinks:
             out[receiver.name] = {
                 "distributedItemsIn": receiver.received_items,
                 "receiveWindow": receiver.window.window,
+                "maxReceiveWindow": receiver.max_window,
             }
         return out
 
