@@ -606,8 +606,22 @@ class ClusterJobService:
         return value
 
     def observable_items(self, name: str, from_position: int, timeout: float) -> job_service.ObservableSlice:
-        """This member's part of the observable (observable sinks publish where they run)."""
-        return job_service.read_observable(self.instance, name, from_position, timeout)
+        """Observable sinks publish on the first member of a job, the coordinator: read there."""
+        reply = self._forward("observable", name=name, from_position=from_position, timeout=timeout)
+        return job_service.ObservableSlice(
+            reply["items"], reply["next_position"], reply["done"], reply["failure"]
+        )
+
+    def _op_observable(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        read = job_service.read_observable(
+            self.instance, body["name"], body["from_position"], body["timeout"]
+        )
+        return {
+            "items": read.items,
+            "next_position": read.next_position,
+            "done": read.done,
+            "failure": read.error,
+        }
 
     def close(self) -> None:
         self._workers.shutdown(wait=True, cancel_futures=True)

@@ -75,14 +75,23 @@ class SinkTransform(Transform):
     """Writes to a sink: one vertex fed by every upstream stage."""
 
     def __init__(
-        self, name: str, upstream: Sequence[Transform], supplier: proc.ProcessorMetaSupplier
+        self,
+        name: str,
+        upstream: Sequence[Transform],
+        supplier: proc.ProcessorMetaSupplier,
+        single_processor: bool = False,
     ) -> None:
         super().__init__(name, upstream)
         self.supplier = supplier
+        self.single_processor = single_processor
+        """The sink runs once in the cluster (on the first member): every item goes there."""
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
         vertex = planner.add_vertex(self, self.name, self.local_parallelism, self.supplier)
-        planner.add_edges(self, vertex)
+        if self.single_processor:
+            planner.add_edges(self, vertex, lambda edge, _: edge.all_to_one().distributed())
+        else:
+            planner.add_edges(self, vertex)
 
 
 # -- stateless -----------------------------------------------------------------

@@ -64,7 +64,9 @@ class Pipeline:
             raise TypeError(f"write_to needs a Sink, got {type(sink).__qualname__}")
         if not stages_:
             raise ValueError("write_to needs at least one stage")
-        transform = tf.SinkTransform(sink.name, [s._bare() for s in stages_], sink.supplier)
+        transform = tf.SinkTransform(
+            sink.name, [s._bare() for s in stages_], sink.supplier, sink.single_processor
+        )
         self._connect(transform)
         return stages.SinkStage(transform)
 

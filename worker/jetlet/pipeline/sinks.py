@@ -33,10 +33,11 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True)
 class Sink(Generic[T]):
-    """A named sink of items of type ``T``."""
+    """A named sink of items of type ``T``; ``single_processor`` sinks get every item of the cluster."""
 
     name: str
     supplier: proc.ProcessorMetaSupplier
+    single_processor: bool = False
 
 
 class Sinks:
@@ -84,7 +85,7 @@ class Sinks:
     @staticmethod
     def observable(name: str) -> Sink[Any]:
         """Streams results to clients reading ``instance.get_observable(name)``."""
-        return Sink(f"observableSink({name})", store.observable_sink_p(name))
+        return Sink(f"observableSink({name})", store.observable_sink_p(name), single_processor=True)
 
     @staticmethod
     def to_list(target: builtins.list[Any]) -> Sink[Any]:

@@ -67,7 +67,15 @@ def map_update_sink_p(
 
 
 class _ObservableSinkMeta(processor.ProcessorMetaSupplier):
-    """Publishes to the named observable and completes it when the job ends."""
+    """Publishes to the named observable and completes it when the job ends.
+
+    One processor in the whole cluster, on the first member (the coordinator),
+    publishes everything, so a client reads one ordered stream (the planner
+    feeds it with a distributed all-to-one edge).
+    """
+
+    def preferred_local_parallelism(self) -> int:
+        return 1
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -77,6 +85,8 @@ class _ObservableSinkMeta(processor.ProcessorMetaSupplier):
         self._observable = _store(context, "Sinks.observable").get_observable(self._name)
 
     def get(self, member_index: int) -> processor.ProcessorSupplier:
+        if member_index != 0:
+            return processor.ProcessorSupplier.of(processor.Processor)
         name = self._name
         return processor.ProcessorSupplier.of(
             lambda: _StoreSinkP(lambda store, batch: store.get_observable(name).publish(batch))
