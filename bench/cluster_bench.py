@@ -36,8 +36,8 @@ from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
 
 TEXT_COPIES = 200
-WINDOW_EVENTS = 400_000
-WINDOW_KEYS = 1_000
+WINDOW_EVENTS = 1_000_000
+WINDOW_KEYS = 100
 EDGE_ITEMS = 1_000_000
 PERIODS_MS = (10, 100, 1000)
 
@@ -54,11 +54,6 @@ def _word_count(client: Any, lines: list[str]) -> float:
     started = time.perf_counter()
     client.new_job(p).join()
     return time.perf_counter() - started
-
-
-def _events(count: int) -> list[tuple[int, int]]:
-    """``(timestamp_ms, key)`` in time order, 10 events per ms."""
-    return [(i // 10, (i * 7919) % WINDOW_KEYS) for i in range(count)]
 
 
 def _plain_sliding_count(events: list[tuple[int, int]]) -> int:
@@ -79,9 +74,19 @@ def _plain_sliding_count(events: list[tuple[int, int]]) -> int:
     return results
 
 
-def _sliding_window(client: Any, events: list[tuple[int, int]], name: str) -> tuple[float, int]:
-    def generate(context: Any) -> Any:
-        return iter(events[context.global_processor_index :: context.total_parallelism])
+def _event(i: int) -> tuple[int, int]:
+    """Event ``i``: 10 per millisecond, keys spread by a multiplicative hash."""
+    return (i // 10, (i * 7919) % WINDOW_KEYS)
+
+
+def _events(count: int) -> list[tuple[int, int]]:
+    """``(timestamp_ms, key)`` in time order."""
+    return [_event(i) for i in range(count)]
+
+
+def _sliding_window(client: Any, count: int, name: str) -> tuple[float, int]:
+    def generate(context: Any) -> Any:  # each source processor makes its share of the events itself
+        return (_event(i) for i in range(context.global_processor_index, count, context.total_parallelism))
 
     p = Pipeline()
     (
@@ -137,7 +142,7 @@ def main(argv: Sequence[str] = ()) -> str:
                 raise AssertionError(f"word count on {members} members differs from Counter")
             best = float("inf")
             for run in range(repeats):
-                seconds, windows = _sliding_window(client, events, f"windows-{run}")
+                seconds, windows = _sliding_window(client, WINDOW_EVENTS, f"windows-{run}")
                 best = min(best, seconds)
                 if windows != expected_windows:
                     raise AssertionError(
