@@ -47,13 +47,14 @@ from typing import Any
 import aiohttp
 
 from jetlet import _embedded
-from jetlet._cluster import coordinator, membership, partition_table, rest, settings
+from jetlet._cluster import coordinator, discovery, membership, partition_table, rest, settings
 from jetlet._network import frames
 from jetlet._network import tasklets as remote
 from jetlet._network import transport as transport_mod
 
 _log = logging.getLogger("jetlet.member")
 _TICK_S = 0.05
+_DISCOVERY_S = 2.0
 
 
 def _now_ms() -> int:
@@ -105,6 +106,13 @@ class Member:
             future = self.transport.connect_soon(member.name, host, int(port))
             future.add_done_callback(_log_connect_failure(member.name))
 
+    def has_quorum(self) -> bool:
+        """Whether the members present are a majority of the largest cluster this member has known."""
+        assert self.membership is not None
+        return membership.has_quorum(
+            len(self.membership.member_list.members), self.membership.last_known_size
+        )
+
     def member_names(self) -> tuple[str, ...]:
         """The members in age order: the first is the coordinator."""
         assert self.membership is not None
@@ -139,7 +147,12 @@ class Member:
 
     async def _tick_forever(self) -> None:
         assert self.membership is not None
+        next_discovery = 0.0
         while not self.stopping.is_set():
+            if self.membership.is_alone and time.monotonic() >= next_discovery:
+                next_discovery = time.monotonic() + _DISCOVERY_S  # DNS answers change as pods come and go
+                seeds = await asyncio.to_thread(discovery.discover, self.config.members)
+                self.membership.set_seeds(seeds)
             outgoing = self.membership.tick(_now_ms())
             self._refresh_table()
             await self._send(outgoing)
@@ -162,7 +175,7 @@ class Member:
             packet_size_limit=config.packet_size_limit,
         )
         self.service = coordinator.ClusterJobService(
-            transport.member_name, transport, self.member_names, self.instance, flow
+            transport.member_name, transport, self.member_names, self.instance, flow, self.has_quorum
         )
         app = rest.create_app(
             self.service, self.describe, self.token, config.max_request_bytes, self.on_membership
@@ -173,7 +186,11 @@ class Member:
             name, f"{advertised}:{data_port}", f"{advertised}:{rest_port}", _now_ms()
         )
         self.membership = membership.Membership(
-            info, config.members, config.heartbeat_interval_millis, config.failure_timeout_millis, _now_ms()
+            info,
+            discovery.discover(config.members),
+            config.heartbeat_interval_millis,
+            config.failure_timeout_millis,
+            _now_ms(),
         )
         self._refresh_table()
         timeout = aiohttp.ClientTimeout(total=max(1.0, config.heartbeat_interval_millis / 1000))
@@ -237,7 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = settings.load(args, os.environ)
         token, secret = config.read_token(), config.read_secret()
-    except settings.SettingsError as exc:
+        for entry in config.members:
+            discovery.parse_entry(entry)
+    except (settings.SettingsError, ValueError) as exc:
         print(f"jetlet member: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -130,8 +130,10 @@ class ClusterJobService:
         member_names: Callable[[], Sequence[str]],
         instance: _embedded.EmbeddedInstance,
         flow: remote.FlowSettings | None = None,
+        has_quorum: Callable[[], bool] = lambda: True,
     ) -> None:
         self.member_name = member_name
+        self._has_quorum = has_quorum
         self.transport = transport
         self._member_names = member_names
         self.instance = instance
@@ -380,7 +382,22 @@ class ClusterJobService:
         self._stop(coordinated, "fail", message)
 
     def _start_execution(self, coordinated: _CoordinatedJob) -> None:
-        """Run the job (again) on the members there are now, as a new execution."""
+        """Run the job (again) on the members there are now, as a new execution.
+
+        A job with ``split_brain_protection`` only starts while the cluster
+        holds a majority of its last known size, so the two halves of a split
+        cluster never both run it.
+        """
+        if coordinated.config.get("split_brain_protection") and not self._has_quorum():
+            with self._lock:
+                coordinated.failure = (
+                    "split-brain protection: the cluster has lost the majority of its last known size "
+                    f"({len(self._member_names())} members now), so the job does not run"
+                )
+                coordinated.status = job.JobStatus.FAILED.value
+                coordinated.completion_time = int(time.time() * 1000)
+                self._lock.notify_all()
+            return
         dag = job_service.load_definition(coordinated.definition)
         with self._lock:
             execution_id = next(self._ids)

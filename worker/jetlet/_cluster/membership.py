@@ -128,13 +128,19 @@ class Membership:
         now_ms: int,
     ) -> None:
         self.local = local
-        self.seeds = tuple(s for s in seeds if s not in (local.data_address, local.rest_address))
+        self.seeds: tuple[str, ...] = ()
+        self.set_seeds(seeds)
         self.heartbeat_interval = heartbeat_interval_millis
         self.failure_timeout = failure_timeout_millis
         self.member_list = MemberList(1, (local,))
         self.last_known_size = 1
         self._last_heard: dict[str, int] = {}
         self._next_heartbeat = now_ms
+
+    def set_seeds(self, seeds: tuple[str, ...]) -> None:
+        """The addresses to send ``join`` to while alone (this member's own addresses left out)."""
+        own = (self.local.data_address, self.local.rest_address)
+        self.seeds = tuple(s for s in seeds if s not in own)
 
     @property
     def is_coordinator(self) -> bool:

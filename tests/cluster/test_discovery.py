@@ -1,0 +1,40 @@
+"""Given --members entries, when discovered, then static addresses stay and dns: names resolve."""
+
+from __future__ import annotations
+
+import pytest
+
+from jetlet._cluster import discovery
+
+
+def test_static_entries_are_kept_in_order_without_duplicates() -> None:
+    assert discovery.discover(["10.0.0.1:5701", "10.0.0.2:5701", "10.0.0.1:5701"]) == (
+        "10.0.0.1:5701",
+        "10.0.0.2:5701",
+    )
+
+
+def test_a_dns_entry_becomes_every_address_of_the_name() -> None:
+    # given a resolver standing in for a headless Service with three ready pods
+    def resolve(name: str, port: int) -> list[str]:
+        assert (name, port) == ("jet.default.svc.cluster.local", 5702)
+        return ["10.1.0.3:5702", "10.1.0.1:5702", "10.1.0.2:5702"]
+
+    # when discovered, then the pods' addresses replace the entry, after the static ones
+    assert discovery.discover(["10.9.9.9:5702", "dns:jet.default.svc.cluster.local:5702"], resolve) == (
+        "10.9.9.9:5702",
+        "10.1.0.3:5702",
+        "10.1.0.1:5702",
+        "10.1.0.2:5702",
+    )
+
+
+def test_the_real_resolver_resolves_localhost_and_tolerates_unknown_names() -> None:
+    assert "127.0.0.1:8080" in discovery.resolve_host("localhost", 8080)
+    assert discovery.resolve_host("no-such-host.invalid", 8080) == []
+
+
+@pytest.mark.parametrize("entry", ["dns:", "dns:name", "dns:name:port", "dns::80", "dns:name:70000"])
+def test_a_malformed_dns_entry_is_refused_naming_it(entry: str) -> None:
+    with pytest.raises(ValueError, match="must look like dns:NAME:PORT"):
+        discovery.discover([entry])
