@@ -206,3 +206,25 @@ def test_a_member_that_dies_fails_its_jobs_naming_it() -> None:
         # then the job fails and says which member left
         with pytest.raises(jetlet.JobFailedError, match="member m3 left the cluster"):
             job.join(30)
+
+
+def test_split_brain_protection_keeps_a_minority_from_running_the_job() -> None:
+    import os
+    import signal
+
+    # given a 3-member cluster that loses two members: the survivor is a minority of the last known size
+    args = ["--heartbeat-interval-millis", "100", "--failure-timeout-millis", "1000"]
+    with local_cluster(3, args) as client:
+        os.kill(client.pids[1], signal.SIGKILL)
+        os.kill(client.pids[2], signal.SIGKILL)
+        wait_for(lambda: len(client.cluster().members) == 1, "the dead members to be removed")
+        p = Pipeline()
+        p.read_from(Sources.items(1, 2, 3)).write_to(Sinks.list("quorum"))
+        # when a job asks for split-brain protection, then it does not run, and says why
+        protected = client.new_job(p, jetlet.JobConfig(split_brain_protection=True))
+        with pytest.raises(jetlet.JobFailedError, match="split-brain protection"):
+            protected.join(30)
+        assert client.get_list("quorum") == []
+        # and a job without it runs on the member that is left
+        client.new_job(p).join(30)
+        assert sorted(client.get_list("quorum")) == [1, 2, 3]
