@@ -32,6 +32,7 @@ import json
 import os
 import pickle
 import site
+import ssl
 import sys
 import threading
 import time
@@ -217,12 +218,13 @@ def _decode(text: str) -> Any:
 class Client:
     """A connection to a jetlet cluster through one member's REST API (thread-safe)."""
 
-    def __init__(self, address: str, token: str, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, token: str, timeout: float = 30.0, ca_file: str = "") -> None:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"address must be host:port, got {address!r}")
         self.address = address
-        self.base_url = f"http://{address}"
+        self.base_url = f"{'https' if ca_file else 'http'}://{address}"
+        self._ssl = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self.timeout = timeout
         self._token = token
         self.pids: tuple[int, ...] = ()
@@ -238,7 +240,7 @@ class Client:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout + wait) as response:
+            with urllib.request.urlopen(req, timeout=self.timeout + wait, context=self._ssl) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             raise _refusal(exc) from None
@@ -491,11 +493,13 @@ class RemoteObservable:
         return self.iterate()
 
 
-def connect(address: str, token: str, timeout: float = 30.0) -> Client:
+def connect(address: str, token: str, timeout: float = 30.0, ca_file: str = "") -> Client:
     """A client of the cluster whose member serves REST at ``address`` (``host:port``).
 
-    Checks the address and the token at once with an authenticated request.
+    With ``ca_file`` (the cluster's CA certificate, PEM) it speaks HTTPS and
+    checks the member's certificate. Checks the address and the token at
+    once with an authenticated request.
     """
-    client = Client(address, token, timeout)
+    client = Client(address, token, timeout, ca_file)
     client.request("GET", "/cluster")
     return client

@@ -101,11 +101,14 @@ def _stop_all(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 @contextlib.contextmanager
-def local_cluster(members: int = 3, member_args: list[str] | None = None) -> Iterator[client_mod.Client]:
+def local_cluster(
+    members: int = 3, member_args: list[str] | None = None, ca_file: str = ""
+) -> Iterator[client_mod.Client]:
     """Start ``members`` member processes on loopback; yield a client; stop them all on exit.
 
     ``member_args`` are extra ``jetlet member`` flags given to every member
-    (e.g. ``["--heartbeat-interval-millis", "100"]``).
+    (e.g. ``["--heartbeat-interval-millis", "100"]``); with TLS flags among
+    them, ``ca_file`` is the CA the client checks the members against.
     """
     if members < 1:
         raise ValueError(f"members must be >= 1, got {members}")
@@ -126,7 +129,7 @@ def local_cluster(members: int = 3, member_args: list[str] | None = None) -> Ite
                 processes.append(_spawn(index, workdir, records[0]["rest_address"], member_args or []))
             for index, process in enumerate(processes[1:], start=1):
                 records.append(_wait_ready(process, workdir / f"m{index + 1}.ready", deadline))
-            clients = [client_mod.Client(r["rest_address"], token) for r in records]
+            clients = [client_mod.Client(r["rest_address"], token, ca_file=ca_file) for r in records]
             _wait_formed(clients, deadline)
             main = clients[0]
             main.pids = tuple(p.pid for p in processes)

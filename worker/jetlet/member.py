@@ -47,7 +47,7 @@ from typing import Any
 import aiohttp
 
 from jetlet import _embedded
-from jetlet._cluster import coordinator, discovery, membership, partition_table, rest, settings
+from jetlet._cluster import coordinator, discovery, membership, partition_table, rest, settings, tls
 from jetlet._network import frames
 from jetlet._network import tasklets as remote
 from jetlet._network import transport as transport_mod
@@ -84,6 +84,23 @@ class Member:
         self.membership: membership.Membership | None = None
         self.table: partition_table.PartitionTable | None = None
         self._session: aiohttp.ClientSession | None = None
+        tls_on = bool(config.tls_cert_file)
+        self._scheme = "https" if tls_on else "http"
+        self._server_ssl = (
+            tls.server_context(config.tls_cert_file, config.tls_key_file, config.tls_ca_file)
+            if tls_on
+            else None
+        )
+        self._data_server_ssl = (
+            tls.mutual_server_context(config.tls_cert_file, config.tls_key_file, config.tls_ca_file)
+            if tls_on
+            else None
+        )
+        self._client_ssl = (
+            tls.client_context(config.tls_ca_file, config.tls_cert_file, config.tls_key_file)
+            if tls_on
+            else None
+        )
 
     def describe(self) -> dict[str, Any]:
         assert self.membership is not None and self.table is not None
@@ -135,7 +152,10 @@ class Member:
             if not address:
                 continue
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                async with self._session.post(f"http://{address}/membership", json=out.message) as response:
+                url = f"{self._scheme}://{address}/membership"
+                async with self._session.post(
+                    url, json=out.message, ssl=self._client_ssl or True
+                ) as response:
                     await response.read()
 
     async def on_membership(self, message: dict[str, Any]) -> None:
@@ -180,7 +200,7 @@ class Member:
         app = rest.create_app(
             self.service, self.describe, self.token, config.max_request_bytes, self.on_membership
         )
-        runner, (_, rest_port) = await rest.start_site(app, host, config.rest_port)
+        runner, (_, rest_port) = await rest.start_site(app, host, config.rest_port, self._server_ssl)
         name = name or f"{advertised}:{data_port}"
         info = membership.MemberInfo(
             name, f"{advertised}:{data_port}", f"{advertised}:{rest_port}", _now_ms()

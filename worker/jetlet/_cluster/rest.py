@@ -37,6 +37,7 @@ import functools
 import hmac
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -377,11 +378,14 @@ def create_app(
     return app
 
 
-async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, tuple[str, int]]:
-    """Serve ``app`` on ``host:port`` (0: any free port); return the runner and the bound address."""
+async def start_site(
+    app: web.Application, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, tuple[str, int]]:
+    """Serve ``app`` on ``host:port`` (0: any free port; HTTPS with ``ssl_context``); return the runner
+    and the bound address."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
     server = site._server
     assert isinstance(server, asyncio.base_events.Server)

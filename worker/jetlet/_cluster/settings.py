@@ -71,6 +71,12 @@ class MemberSettings:
     """The REST bearer token itself (prefer ``token_file``)."""
     ready_file: str = ""
     """Where the member writes its bound addresses as JSON once it serves."""
+    tls_cert_file: str = ""
+    """PEM certificate of this member: with ``tls_key_file``, both ports use TLS."""
+    tls_key_file: str = ""
+    """PEM private key of ``tls_cert_file``."""
+    tls_ca_file: str = ""
+    """PEM CA certificate(s) that members' certificates are checked against."""
     cooperative_thread_count: int = 1
     flow_control_period_millis: int = 100
     backup_count: int = 1
@@ -98,6 +104,14 @@ class MemberSettings:
                 raise SettingsError(
                     f"setting {name!r} must be a port in [0, 65535], got {getattr(self, name)}"
                 )
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise SettingsError(
+                "settings 'tls_cert_file' and 'tls_key_file' go together: set both or neither"
+            )
+        if self.tls_cert_file and not self.tls_ca_file:
+            raise SettingsError(
+                "setting 'tls_ca_file' is needed with TLS: members check each other against it"
+            )
         if self.failure_timeout_millis <= self.heartbeat_interval_millis:
             raise SettingsError("setting 'failure_timeout_millis' must exceed 'heartbeat_interval_millis'")
         try:

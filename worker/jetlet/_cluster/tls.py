@@ -1,0 +1,38 @@
+"""TLS for both ports: contexts built from the member's certificate, key and the cluster's CA.
+
+With ``tls_cert_file`` and ``tls_key_file`` set, a member serves its REST API
+over HTTPS and its data port over TLS, and dials other members over TLS,
+checking their certificates against ``tls_ca_file`` (the data connections
+are mutual: each side shows its certificate). TLS comes on top of, not
+instead of, the secret handshake and the bearer token. Clients pass the CA
+file to :func:`jetlet.client.connect` (``ca_file=``) to reach an HTTPS
+member.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+
+def server_context(cert_file: str, key_file: str, ca_file: str) -> ssl.SSLContext:
+    """For accepted connections: our certificate; peers' certificates checked against the CA if given."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    if ca_file:
+        context.load_verify_locations(ca_file)
+    return context
+
+
+def mutual_server_context(cert_file: str, key_file: str, ca_file: str) -> ssl.SSLContext:
+    """For the data port: like :func:`server_context`, and the peer must show a certificate of the CA."""
+    context = server_context(cert_file, key_file, ca_file)
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def client_context(ca_file: str, cert_file: str = "", key_file: str = "") -> ssl.SSLContext:
+    """For dialed connections: the server's certificate checked against the CA; ours shown if given."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file or None)
+    if cert_file:
+        context.load_cert_chain(cert_file, key_file)
+    return context
