@@ -1,4 +1,4 @@
-"""TLS on both ports: members serve HTTPS and talk TLS to each other, with certificates of the cluster's CA."""
+"""TLS on both ports: members serve HTTPS and talk TLS to each other, with certificates of one CA."""
 
 from __future__ import annotations
 
