@@ -388,3 +388,19 @@ def test_bad_arguments_name_the_stage_and_argument() -> None:
         stage.grouping_key(str).map_stateful(list, lambda s, k, x: x, ttl=10)
     with pytest.raises(TypeError, match="expected a ServiceFactory"):
         stage.map_using_service(object(), lambda s, x: x)  # type: ignore[arg-type]
+
+
+def test_aggregation_is_single_stage_when_the_input_is_already_partitioned_by_its_key(jet: Any) -> None:
+    # given words rebalanced by the very key they are then grouped by
+    def first_letter(word: str) -> str:
+        return word[0]
+
+    p = Pipeline()
+    words = p.read_from(Sources.from_iterable(WORDS)).rebalance(first_letter)
+    words.grouping_key(first_letter).aggregate(counting()).write_to(Sinks.list("by-letter"))
+    # when planned, then no accumulate stage precedes the aggregation (the input already meets its key)
+    names = [vertex.name for vertex in p.to_dag().vertices()]
+    assert "group-and-aggregate" in names and "group-and-aggregate-prepare" not in names
+    # and it still counts like Counter
+    run(jet, p)
+    assert dict(jet.get_list("by-letter")) == collections.Counter(w[0] for w in WORDS)

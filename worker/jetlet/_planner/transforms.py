@@ -281,7 +281,13 @@ class GroupAggregateTransform(Transform):
         def partition_by_key(edge: Any, ordinal: int) -> None:
             edge.partitioned(keys[ordinal])
 
-        if self.op.combine_fn is None:
+        upstream = planner.upstream[self]
+        already_partitioned = all(
+            u.rebalance and u.rebalance_key is key for u, key in zip(upstream, keys, strict=True)
+        )
+        # Single stage when it cannot be split (no combine) or need not be: an input already
+        # rebalanced by this very key arrives at the key's owner, on its partitioned edge.
+        if self.op.combine_fn is None or already_partitioned:
             vertex = planner.add_vertex(
                 self,
                 self.name,
