@@ -227,6 +227,8 @@ class Client:
         self._ssl = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self.timeout = timeout
         self._token = token
+        self.token = token
+        """The REST bearer token this client sends."""
         self.pids: tuple[int, ...] = ()
         """Process ids of the members (set by ``local_cluster``)."""
         self.addresses: tuple[str, ...] = (address,)
