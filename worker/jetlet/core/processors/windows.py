@@ -57,6 +57,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any
 
 from jetlet import datamodel
@@ -301,9 +302,14 @@ class SlidingWindowP(processor.Processor):
         start, shape = win_end - self._policy.window_size, self._shape
         if result_fn is not agg.IDENTITY:
             accs = {key: result_fn(acc) for key, acc in accs.items()}
-        if shape is keyed_window_event:  # the pipeline's shape, made without a Python call per result
-            keyed = datamodel.KeyedWindowResult
-            return [(win_end, _new_tuple(keyed, (start, win_end, key, r, False))) for key, r in accs.items()]
+        if shape is keyed_window_event:
+            # The pipeline's shape, built by C iterators: no Python bytecode runs per result
+            # (a window emits one result per key, so this is the window stage's hot loop).
+            n = len(accs)
+            keys, values = accs.keys(), accs.values()
+            fields = zip(repeat(start, n), repeat(win_end, n), keys, values, repeat(False, n), strict=True)
+            results = map(_new_tuple, repeat(datamodel.KeyedWindowResult, n), fields)
+            return list(zip(repeat(win_end, n), results, strict=True))
         if shape is window_event:
             plain = datamodel.WindowResult
             return [(win_end, _new_tuple(plain, (start, win_end, r, False))) for r in accs.values()]
