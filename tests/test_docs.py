@@ -18,6 +18,7 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.dag",
     "jetlet.core.edge",
     "jetlet.core.partitioning",
+    "jetlet.core.snapshot_writer",
     "jetlet.core.processors.hash_join",
     "jetlet.core.processors.session",
     "jetlet.core.processors.sort",

@@ -16,12 +16,12 @@ from several processors is restored onto fewer).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from jetlet.aggregate import operation as agg
 from jetlet.core import inbox as inbox_mod
-from jetlet.core import processor
+from jetlet.core import processor, snapshot_writer
 from jetlet.core import traverser as trav
 
 KeyFn = Callable[[Any], Hashable]
@@ -41,8 +41,7 @@ class _KeyedStateP(processor.Processor):
         self._op = op
         self._accs: dict[Any, Any] = {}
         self._emitting: trav.Traverser[Any] | None = None
-        self._snapshot: Iterator[tuple[Any, Any]] | None = None
-        self._unsaved: tuple[Any, Any] | None = None
+        self._snapshot = snapshot_writer.SnapshotWriter()
 
     def _result_traverser(self) -> trav.Traverser[Any]:
         raise TypeError(f"{type(self).__qualname__} must define its results")
@@ -53,19 +52,7 @@ class _KeyedStateP(processor.Processor):
         return _emit(self.outbox, self._emitting)
 
     def save_to_snapshot(self) -> bool:
-        if self._snapshot is None:
-            self._snapshot = iter(list(self._accs.items()))
-            self._unsaved = None
-        offer = self.outbox.offer_to_snapshot
-        entry = self._unsaved if self._unsaved is not None else next(self._snapshot, None)
-        while entry is not None:
-            if not offer(entry[0], entry[1]):
-                self._unsaved = entry
-                return False
-            entry = next(self._snapshot, None)
-        self._snapshot = None
-        self._unsaved = None
-        return True
+        return self._snapshot.write(self.outbox, lambda: list(self._accs.items()))
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         accs = self._accs

@@ -44,7 +44,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from jetlet.core import inbox as inbox_mod
-from jetlet.core import processor
+from jetlet.core import processor, snapshot_writer
 
 KeyFn = Callable[[Any], Hashable]
 
@@ -125,8 +125,7 @@ class HashJoinP(processor.Processor):
         self._tables: list[dict[Any, list[Any]]] = [{} for _ in self._clauses]
         self._probed = False
         self._pending: list[Any] = []
-        self._snapshot: Iterator[tuple[HashJoinTableKey, list[tuple[Any, list[Any]]]]] | None = None
-        self._unsaved: tuple[HashJoinTableKey, list[tuple[Any, list[Any]]]] | None = None
+        self._snapshot = snapshot_writer.SnapshotWriter()
         self._restored: dict[HashJoinTableKey, list[tuple[Any, list[Any]]]] = {}
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
@@ -198,18 +197,7 @@ class HashJoinP(processor.Processor):
 
     # -- snapshots ---------------------------------------------------------
     def save_to_snapshot(self) -> bool:
-        if self._snapshot is None:
-            self._snapshot = self._table_chunks()
-            self._unsaved = None
-        entry = self._unsaved if self._unsaved is not None else next(self._snapshot, None)
-        while entry is not None:
-            if not self.outbox.offer_to_snapshot(entry[0], entry[1]):
-                self._unsaved = entry
-                return False
-            entry = next(self._snapshot, None)
-        self._snapshot = None
-        self._unsaved = None
-        return True
+        return self._snapshot.write(self.outbox, self._table_chunks)
 
     def _table_chunks(self) -> Iterator[tuple[HashJoinTableKey, list[tuple[Any, list[Any]]]]]:
         index = self.context.global_processor_index

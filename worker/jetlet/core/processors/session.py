@@ -49,7 +49,7 @@ from typing import Any
 from jetlet.aggregate import operation as agg
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
-from jetlet.core import processor
+from jetlet.core import processor, snapshot_writer
 from jetlet.core import watermark as wm
 from jetlet.core.processors import watermarks, windows
 
@@ -114,8 +114,7 @@ class SessionWindowP(processor.Processor):
         self._pending: list[Any] = []
         self._pending_watermark: wm.Watermark | None = None
         self._completing = False
-        self._snapshot: Iterator[tuple[Any, Any]] | None = None
-        self._unsaved: tuple[Any, Any] | None = None
+        self._snapshot = snapshot_writer.SnapshotWriter()
 
     def init(self, outbox: outbox_mod.Outbox, context: processor.ProcessorContext) -> None:
         super().init(outbox, context)
@@ -248,23 +247,15 @@ class SessionWindowP(processor.Processor):
     def save_to_snapshot(self) -> bool:
         if not self._flush():
             return False
-        if self._snapshot is None:
-            entries: list[tuple[Any, Any]] = [
-                (key, tuple((s.start, s.end, s.acc) for s in sessions))
-                for key, sessions in self._sessions.items()
-            ]
-            entries.append((SessionWatermarkKey(self.context.global_processor_index), self._watermark))
-            self._snapshot = iter(entries)
-            self._unsaved = None
-        entry = self._unsaved if self._unsaved is not None else next(self._snapshot, None)
-        while entry is not None:
-            if not self.outbox.offer_to_snapshot(entry[0], entry[1]):
-                self._unsaved = entry
-                return False
-            entry = next(self._snapshot, None)
-        self._snapshot = None
-        self._unsaved = None
-        return True
+        return self._snapshot.write(self.outbox, self._snapshot_entries)
+
+    def _snapshot_entries(self) -> list[tuple[Any, Any]]:
+        entries: list[tuple[Any, Any]] = [
+            (key, tuple((s.start, s.end, s.acc) for s in sessions))
+            for key, sessions in self._sessions.items()
+        ]
+        entries.append((SessionWatermarkKey(self.context.global_processor_index), self._watermark))
+        return entries
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         for key, value in inbox.take_all():

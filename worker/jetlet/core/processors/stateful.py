@@ -15,11 +15,11 @@ dropped and ``on_evict_fn(state, key, watermark)`` may emit a last result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from jetlet.core import inbox as inbox_mod
-from jetlet.core import processor
+from jetlet.core import processor, snapshot_writer
 from jetlet.core import watermark as wm
 
 KeyFn = Callable[[Any], Hashable]
@@ -56,8 +56,7 @@ class StatefulP(processor.Processor):
         self._states: dict[Any, list[Any]] = {}  # key -> [state, latest event time]
         self._pending: list[Any] = []
         self._pending_watermark: wm.Watermark | None = None
-        self._snapshot: Iterator[tuple[Any, list[Any]]] | None = None
-        self._unsaved: tuple[Any, list[Any]] | None = None
+        self._snapshot = snapshot_writer.SnapshotWriter()
 
     def _apply(self, key: Any, state: Any, item: Any) -> Any:
         fn = self._fn
@@ -149,19 +148,7 @@ class StatefulP(processor.Processor):
         return self._flush()
 
     def save_to_snapshot(self) -> bool:
-        if self._snapshot is None:
-            self._snapshot = iter(list(self._states.items()))
-            self._unsaved = None
-        offer = self.outbox.offer_to_snapshot
-        entry = self._unsaved if self._unsaved is not None else next(self._snapshot, None)
-        while entry is not None:
-            if not offer(entry[0], entry[1]):
-                self._unsaved = entry
-                return False
-            entry = next(self._snapshot, None)
-        self._snapshot = None
-        self._unsaved = None
-        return True
+        return self._snapshot.write(self.outbox, lambda: list(self._states.items()))
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         for key, slot in inbox.take_all():
