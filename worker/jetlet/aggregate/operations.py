@@ -50,6 +50,17 @@ def _add(a: Any, b: Any) -> Any:
     return a + b
 
 
+def _count_one(acc: int, _item: Any) -> int:
+    return acc + 1
+
+
+COUNT_ONE = _count_one
+"""Counting's accumulate function: processors may count a run of items at once (in C) when they see it."""
+
+ADD = _add
+"""The combine function of counting and summing: processors may add inline when they see it."""
+
+
 def _sub(a: Any, b: Any) -> Any:
     return a - b
 
@@ -87,10 +98,7 @@ def counting() -> AggregateOperation[int, int]:
     3
     """
     return (
-        AggregateOperation.with_create(int)
-        .and_accumulate(lambda acc, _item: acc + 1)
-        .and_combine(_add)
-        .and_deduct(_sub)
+        AggregateOperation.with_create(int).and_accumulate(_count_one).and_combine(_add).and_deduct(_sub)
     )
 
 
