@@ -97,9 +97,7 @@ def counting() -> AggregateOperation[int, int]:
     >>> op.finish_fn(reduce(op.accumulate_fn(), "abc", op.create_fn()))
     3
     """
-    return (
-        AggregateOperation.with_create(int).and_accumulate(_count_one).and_combine(_add).and_deduct(_sub)
-    )
+    return AggregateOperation.with_create(int).and_accumulate(_count_one).and_combine(_add).and_deduct(_sub)
 
 
 def summing(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation[Any, Any]:
