@@ -188,3 +188,51 @@ def test_restore_takes_the_minimum_of_the_saved_watermarks_and_never_regresses()
     out = feed(restored, outbox, [(9, "late"), (12, "c")])
     assert out == [(12, (12, "c")), wm.Watermark(12)]
     assert restored.metrics() == {"lateEventsDropped": 1}
+
+
+def jittered_items(seed: int, count: int, jitter: int) -> list[tuple[int, str]]:
+    """Items in time order, each up to ``jitter`` late: none is late for a lag above the jitter."""
+    rng = random.Random(seed)
+    return [(i * 3 + rng.randrange(jitter), f"e{i}") for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("lag", "throttle", "chunk"), [(100, 1, 16), (100, 10, 16), (100, 7, 5), (15, 10, 64)]
+)
+def test_chunks_without_late_items_match_the_reference(lag: int, throttle: int, chunk: int) -> None:
+    # given out-of-order items that are never behind the watermark, in chunks of the outbox's size
+    # (chunks spanning less than the lag take the fast path, some lifting the watermark twice)
+    items = jittered_items(5, 600, jitter=12)
+    expected, late = reference(items, lag, throttle)
+    assert late == 0
+    processor = watermarks.insert_watermarks_p(policy_of(lag, throttle), FakeClock())()
+    outbox = TestOutbox(1, chunk)
+    processor.init(outbox, make_context())
+    # when processed in two inbox loads
+    emitted = feed(processor, outbox, items[:300]) + feed(processor, outbox, items[300:])
+    # then the output is the reference's, item by item and watermark by watermark
+    assert emitted == expected
+    assert processor.metrics() == {"lateEventsDropped": 0}
+
+
+def test_a_late_item_in_a_chunk_is_dropped_after_the_watermark_the_chunk_lifted() -> None:
+    # given one chunk where 3 arrives after the watermark 10 emitted for the item 20 before it
+    items = [(12, "a"), (20, "b"), (3, "c"), (21, "d")]
+    processor, _ = run_by_hand(policy_of(10), items)
+    # then it is dropped and counted, and everything else keeps its order
+    assert processor.metrics() == {"lateEventsDropped": 1}
+    expected, _ = reference(items, 10, 1)
+    verify_processor(watermarks.insert_watermarks_p(policy_of(10))).input(items).expect_output(expected)
+
+
+def test_a_custom_wrap_fn_wraps_every_item_of_an_on_time_chunk() -> None:
+    # given a wrap function other than the default event
+    policy = event_time.EventTimePolicy(
+        timestamp_fn=lambda item: item[0], allowed_lag=5, wrap_fn=lambda item, ts: {"ts": ts, "item": item}
+    )
+    items = jittered_items(6, 50, jitter=4)
+    expected, _ = reference(items, 5, 1)
+    assert sum(isinstance(e, wm.Watermark) for e in expected) > 10
+    # then each item is wrapped by it, and watermarks sit where the reference puts them
+    wrapped = [e if isinstance(e, wm.Watermark) else {"ts": e[0], "item": e[1]} for e in expected]
+    verify_processor(watermarks.insert_watermarks_p(policy)).input(items).expect_output(wrapped)

@@ -16,9 +16,16 @@ tests), it emits ``IDLE_MESSAGE`` once, so that downstream coalescing ignores
 this stream; the first item after that is preceded by the last watermark
 again, to mark the stream active.
 
-Outputs of one item are emitted before the item leaves the inbox, so an
-empty inbox means nothing is held back (the harness and the engine take
-snapshots only then). The snapshot holds, per processor, the highest
+Items are taken in chunks of the outbox's room, and a chunk's items stay in
+the inbox until all its outputs are emitted, so an empty inbox means nothing
+is held back (the harness and the engine take snapshots only then). A chunk
+in which no item can be late (none is below the watermark its highest
+timestamp gives) takes a fast path with no Python bytecode per item: items are
+wrapped by C iterators, and the few items that lift the watermark are found by
+a C scan for the first timestamp reaching the next throttled step. Other
+chunks are walked item by item.
+
+The snapshot holds, per processor, the highest
 timestamp seen and the last emitted watermark; a restore takes the minimum of
 each over the restored entries (as Jet does), so a restored processor never
 emits a watermark below one it emitted before, and never accepts an item it
@@ -27,8 +34,11 @@ had declared late when one processor's state is restored into one processor.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import time
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import Any
 
 from jetlet.core import event_time, processor
@@ -61,7 +71,9 @@ class InsertWatermarksP(processor.Processor):
         self._late = 0
         self._idle = False
         self._last_item_at = 0
+        self._throttling = policy.throttling
         self._pending: list[Any] = []
+        self._chunk_size = 0
         self._restored: list[tuple[int | None, int | None]] = []
 
     def init(self, outbox: outbox_mod.Outbox, context: processor.ProcessorContext) -> None:
@@ -70,35 +82,72 @@ class InsertWatermarksP(processor.Processor):
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         # A chunk of items is turned into outputs at once (one clock read per
-        # chunk); while its outputs are pending, the chunk's last item stays in
-        # the inbox, so an empty inbox always means nothing is held here.
+        # chunk); the chunk stays in the inbox until its outputs are all
+        # emitted, so an empty inbox always means nothing is held here.
         if self._pending:
             if not self._flush():
                 return
-            inbox.remove()
+            _remove(inbox, self._chunk_size)
         while inbox:
             count = min(len(inbox), max(1, self.outbox.room()))
-            chunk = [inbox.poll() for _ in range(count - 1)]
-            chunk.append(inbox.peek())
+            chunk = list(inbox) if count == len(inbox) else list(itertools.islice(inbox, count))
             self._last_item_at = self._clock()
-            self._pending = self._outputs_of(chunk)
+            self._pending, self._chunk_size = self._outputs_of(chunk), count
             if not self._flush():
                 return
-            inbox.remove()
+            _remove(inbox, count)
 
     def _outputs_of(self, chunk: list[Any]) -> list[Any]:
         """The chunk's on-time items (wrapped) with a watermark after each item that advanced it."""
         outputs: list[Any] = []
-        last_wm, top = self._last_wm, self._top_ts
         if self._idle:
             self._idle = False
-            if last_wm is not None:
-                outputs.append(wm.Watermark(last_wm))
-        timestamp_fn, wrap = self._timestamp_fn, self._policy.wrap_fn
-        watermark_for = self._policy.watermark_for
+            if self._last_wm is not None:
+                outputs.append(wm.Watermark(self._last_wm))
+        stamps = list(map(self._timestamp_fn, chunk))
+        last_wm, top = self._last_wm, self._top_ts
+        if last_wm is None or top is None:
+            self._insert_one_by_one(chunk, stamps, outputs)
+            return outputs
+        # The watermark only rises, so none emitted for this chunk is above the one its highest
+        # timestamp gives: if no item is below that one, no item is late (min and max run in C).
+        chunk_wm = max(last_wm, self._watermark_for(max(top, max(stamps))))
+        if min(stamps) >= chunk_wm:
+            self._insert_on_time(chunk, stamps, outputs)
+        else:
+            self._insert_one_by_one(chunk, stamps, outputs)
+        return outputs
+
+    def _insert_on_time(self, chunk: list[Any], stamps: list[int], outputs: list[Any]) -> None:
+        """The fast path for a chunk without late items: no Python bytecode per item.
+
+        Items are wrapped by C iterators. The watermark rises at the first
+        item whose timestamp reaches the lowest top that lifts it (that item is
+        the new top), found by a C scan; there are few such items per chunk.
+        """
+        wrap = self._policy.wrap_fn
+        if wrap is None:
+            events: list[Any] = chunk
+        elif wrap is event_time.wrap_as_event:
+            events = list(zip(stamps, chunk, strict=True))
+        else:
+            events = list(map(wrap, chunk, stamps))
+        last_wm, start = self._last_wm, 0
+        assert last_wm is not None and self._top_ts is not None
+        while (at := _first_at_least(stamps, self._lowest_top_lifting(last_wm), start)) is not None:
+            last_wm = self._watermark_for(stamps[at])
+            outputs.extend(events[start : at + 1])
+            outputs.append(wm.Watermark(last_wm))
+            start = at + 1
+        outputs.extend(events[start:])
+        self._last_wm, self._top_ts = last_wm, max(self._top_ts, max(stamps))
+
+    def _insert_one_by_one(self, chunk: list[Any], stamps: list[int], outputs: list[Any]) -> None:
+        """The general path: late items are dropped as the watermark advances within the chunk."""
+        last_wm, top = self._last_wm, self._top_ts
+        wrap, watermark_for = self._policy.wrap_fn, self._watermark_for
         late = 0
-        for item in chunk:
-            timestamp = timestamp_fn(item)
+        for timestamp, item in zip(stamps, chunk, strict=True):
             if last_wm is not None and timestamp < last_wm:
                 late += 1
                 continue
@@ -111,7 +160,14 @@ class InsertWatermarksP(processor.Processor):
                     outputs.append(wm.Watermark(new_wm))
         self._last_wm, self._top_ts = last_wm, top
         self._late += late
-        return outputs
+
+    def _watermark_for(self, top: int) -> int:
+        """The policy's ``watermark_for``, with its throttling frames made once."""
+        return self._throttling.floor_frame_ts(top - self._policy.allowed_lag)
+
+    def _lowest_top_lifting(self, last_wm: int) -> int:
+        """The lowest top timestamp whose watermark is above ``last_wm``."""
+        return self._throttling.higher_frame_ts(last_wm) + self._policy.allowed_lag
 
     def _flush(self) -> bool:
         """Offer the pending outputs: runs of items in batches, each watermark on its own."""
@@ -125,9 +181,7 @@ class InsertWatermarksP(processor.Processor):
                     break
                 start += 1
                 continue
-            end = start + 1
-            while end < len(pending) and type(pending[end]) is not wm.Watermark:
-                end += 1
+            end = _next_watermark(pending, start + 1)
             taken = outbox.offer_batch(pending[start:end])
             start += taken
             if start < end:
@@ -166,6 +220,27 @@ class InsertWatermarksP(processor.Processor):
 
     def metrics(self) -> dict[str, int]:
         return {"lateEventsDropped": self._late}
+
+
+def _first_at_least(values: list[int], threshold: int, start: int) -> int | None:
+    """The index of the first of ``values[start:]`` that is ``>= threshold``, or None; scanned in C."""
+    at_least = map(operator.le, repeat(threshold), itertools.islice(values, start, None))
+    return next(itertools.compress(itertools.count(start), at_least), None)
+
+
+def _next_watermark(outputs: list[Any], start: int) -> int:
+    """The index of the first watermark in ``outputs[start:]``, or ``len(outputs)``; scanned in C."""
+    is_watermark = map(operator.is_, map(type, itertools.islice(outputs, start, None)), repeat(wm.Watermark))
+    return next(itertools.compress(itertools.count(start), is_watermark), len(outputs))
+
+
+def _remove(inbox: inbox_mod.Inbox, count: int) -> None:
+    """Remove the first ``count`` items (a chunk whose outputs were all emitted)."""
+    if count == len(inbox):
+        inbox.clear()
+    else:
+        for _ in range(count):
+            inbox.remove()
 
 
 def _min_or_none(values: Iterable[int | None]) -> int | None:
