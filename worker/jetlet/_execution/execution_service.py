@@ -14,6 +14,9 @@ two threads at once, and never moved in the middle of a call.
 
 A non-cooperative tasklet gets a thread of its own with the same loop.
 
+While jobs run, the young generation of the garbage collector is collected
+less often (:mod:`jetlet._execution.gc_policy`).
+
 An :class:`ExecutionTracker` follows one job's tasklets on this member: the
 first exception wins, marks the job cancelled, and every worker then
 dismisses that job's tasklets (closing each) at its next turn; the tracker's
@@ -30,6 +33,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from jetlet import errors
+from jetlet._execution import gc_policy
 from jetlet._execution.progress import Tasklet
 
 _log = logging.getLogger(__name__)
@@ -250,6 +254,8 @@ class TaskletExecutionService:
         """Start running ``tasklets`` for the job that ``tracker`` follows."""
         if self.shutting_down:
             raise RuntimeError("the execution service is shut down")
+        gc_policy.job_started()
+        tracker.future.add_done_callback(lambda _: gc_policy.job_ended())
         tracker.expect(len(tasklets))
         cooperative = [_Entry(t, tracker) for t in tasklets if t.is_cooperative()]
         blocking = [_Entry(t, tracker) for t in tasklets if not t.is_cooperative()]
