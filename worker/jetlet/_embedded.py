@@ -159,6 +159,11 @@ class EmbeddedInstance:
         if self._closed:
             raise errors.JetletError("this instance is shut down")
         job_config = job_config or config.JobConfig()
+        snapshot = job_config.initial_snapshot_name
+        if snapshot:
+            raise errors.JetletError(
+                f"JobConfig.initial_snapshot_name: no snapshot named {snapshot!r} exists"
+            )
         dag = _as_dag(definition)
         dag.validate()
         with self._lock:

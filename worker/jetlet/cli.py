@@ -7,6 +7,11 @@
   cluster in the foreground; ``jetlet cluster``, ``submit``, ``list-jobs``,
   ``cancel``, ``suspend``, ``resume`` and ``restart`` work on a running
   cluster (:mod:`jetlet.commands`, which documents the exit codes).
+
+``jetlet member ARGS...`` hands every argument, ``--help`` included, to
+:func:`jetlet.member.main` before any parsing here. The cluster-connection
+flags (``-a``, ``--token``...) are accepted before the command, as Jet's
+``jet -a ... list-jobs``, and after it; after it they win.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 import jetlet
-from jetlet import commands, demo
+from jetlet import commands, demo, member
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -39,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jetlet", description="jetlet: a distributed stream and batch processor for Python."
     )
     parser.add_argument("--version", action="version", version=f"jetlet {jetlet.__version__}")
+    commands.add_connection_options(parser, defaults=True)
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
     defaults = demo.DemoSettings()
     run_demo = subcommands.add_parser(
@@ -75,8 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["member"]:  # every flag, --help included, belongs to the member
+        return member.main(arguments[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()
         return 2

@@ -6,14 +6,20 @@ a script can rely on:
 
 * 0: done;
 * 1: the job or the operation failed (the remote traceback is on stderr);
-* 2: bad usage or bad input (an unknown job, a file that builds no pipeline);
+* 2: bad usage or bad input (bad flags, an unknown job, a file that builds
+  no pipeline, a token the cluster refuses);
 * 3: the cluster cannot be reached.
+
+Messages go to stderr, results (tables, job ids, statuses) to stdout.
 
 The client commands find the cluster with ``-a/--addresses HOST:PORT[,...]``
 (or ``JETLET_ADDRESSES``; the first reachable address is used), the REST
 token with ``--token``/``--token-file`` (or ``JETLET_TOKEN``) and, for
-HTTPS, the CA with ``--ca-file`` (or ``JETLET_CA_FILE``). ``jetlet cluster
-start`` prints exactly the flags to use.
+HTTPS, the CA with ``--ca-file`` (or ``JETLET_CA_FILE``). As in Jet, these
+may come before the command (``jetlet -a HOST:PORT list-jobs``) or after it;
+after it they win. Because ``-a`` always means the addresses, ``list-jobs``
+spells "all jobs" ``--all`` only. ``jetlet cluster start`` prints exactly
+the flags (and environment variables) to use.
 """
 
 from __future__ import annotations
@@ -26,11 +32,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from jetlet import client as client_mod
-from jetlet import errors, member
+from jetlet import errors, job, member
 from jetlet.config import JobConfig
 from jetlet.core.dag import DAG
 from jetlet.local_cluster import local_cluster
@@ -38,6 +46,19 @@ from jetlet.pipeline import Pipeline
 
 OK, FAILED, USAGE, UNREACHABLE = 0, 1, 2, 3
 ACTIVE = {"NOT_RUNNING", "STARTING", "RUNNING", "SUSPENDED", "SUSPENDED_EXPORTING_SNAPSHOT", "COMPLETING"}
+BUILDER_FUNCTIONS = ("build_pipeline", "build_dag", "pipeline")
+"""Functions ``jetlet submit`` calls, first found first (``build_pipeline`` is the convention)."""
+BUILT_VARIABLES = ("pipeline", "p", "dag")
+"""Module variables ``jetlet submit`` takes when the file defines none of the functions."""
+
+SUBMIT_DESCRIPTION = (
+    "Runs FILE.py as a script (sys.argv = [FILE, ARGS...], its directory first on sys.path, in a fresh "
+    "module namespace) and submits the job it builds. The convention: the file defines "
+    "build_pipeline() returning a Pipeline (or a DAG). Also accepted, in this order: a function "
+    "build_dag() or pipeline(), or a module variable pipeline, p or dag holding a Pipeline or DAG. "
+    "Prints the job id and name. Exit 1 if the file raises (its traceback is on stderr) or, with "
+    "--wait, if the job fails; 2 if the file builds no job."
+)
 
 
 class CommandError(Exception):
@@ -48,28 +69,44 @@ class CommandError(Exception):
         self.status = status
 
 
-def _connection_options() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    group = options.add_argument_group("cluster connection")
+def add_connection_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The cluster-selection flags; with ``defaults`` they take the environment's values.
+
+    The top-level parser has the defaults; each command's copy suppresses
+    them, so a flag given after the command overrides one given before it.
+    """
+
+    def default(variable: str) -> str:
+        return os.environ.get(variable, "") if defaults else argparse.SUPPRESS
+
+    group = parser.add_argument_group("cluster connection")
     group.add_argument(
         "-a",
         "--addresses",
-        default=os.environ.get("JETLET_ADDRESSES", ""),
-        help="REST addresses HOST:PORT[,HOST:PORT...] of members (env JETLET_ADDRESSES)",
+        default=default("JETLET_ADDRESSES"),
+        help="REST addresses HOST:PORT[,HOST:PORT...] of members; the first reachable one is used "
+        "(env JETLET_ADDRESSES)",
+    )
+    group.add_argument("--token", default=default("JETLET_TOKEN"), help="REST token (env JETLET_TOKEN)")
+    group.add_argument(
+        "--token-file", default="" if defaults else argparse.SUPPRESS, help="file holding the REST token"
     )
     group.add_argument(
-        "--token", default=os.environ.get("JETLET_TOKEN", ""), help="REST token (env JETLET_TOKEN)"
+        "--ca-file",
+        default=default("JETLET_CA_FILE"),
+        help="CA certificate (PEM) of HTTPS members (env JETLET_CA_FILE)",
     )
-    group.add_argument("--token-file", default="", help="file holding the REST token")
-    group.add_argument(
-        "--ca-file", default=os.environ.get("JETLET_CA_FILE", ""), help="CA certificate for HTTPS members"
-    )
-    return options
+
+
+def _connection_parent() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    add_connection_options(parent, defaults=False)
+    return parent
 
 
 def add_commands(commands: Any) -> None:
     """Register the cluster commands on the CLI's subparsers."""
-    connection = _connection_options()
+    connection = _connection_parent()
     member_command = commands.add_parser(
         "member",
         help="run a member process (all flags go to the member; see jetlet member --help)",
@@ -79,10 +116,20 @@ def add_commands(commands: Any) -> None:
     member_command.set_defaults(handler=run_member)
 
     cluster = commands.add_parser(
-        "cluster", parents=[connection], help="describe the cluster, or start a local one (cluster start)"
+        "cluster",
+        parents=[connection],
+        help="describe the cluster, or start a local one (cluster start)",
+        description="Without a subcommand: the members (name, REST and data address, coordinator) and "
+        "how many partitions each owns.",
     )
     cluster_commands = cluster.add_subparsers(dest="cluster_command", metavar="start")
-    start = cluster_commands.add_parser("start", help="run a local cluster in the foreground until Ctrl-C")
+    start = cluster_commands.add_parser(
+        "start",
+        help="run a local cluster in the foreground until Ctrl-C",
+        description="Starts N member processes on 127.0.0.1, prints their REST addresses and the "
+        "-a/--token flags (and JETLET_* variables) clients need, and runs until Ctrl-C or SIGTERM, "
+        "then stops every member.",
+    )
     start.add_argument("--members", type=int, default=3, help="member processes (default 3)")
     start.set_defaults(handler=run_cluster_start)
     cluster.set_defaults(handler=run_cluster)
@@ -91,31 +138,41 @@ def add_commands(commands: Any) -> None:
         "submit",
         parents=[connection],
         help="submit the pipeline that a Python file builds",
-        description=(
-            "Runs FILE.py (with sys.argv = [FILE, ARGS...]) and submits the job it builds: the file defines "
-            "a function build_pipeline() (or build_dag()) returning a Pipeline or a DAG, or leaves one in a "
-            "module variable named pipeline or dag."
-        ),
+        description=SUBMIT_DESCRIPTION,
     )
     submit.add_argument("-n", "--name", help="job name (unique among active jobs)")
-    submit.add_argument("-s", "--snapshot", help="start from this exported snapshot")
+    submit.add_argument(
+        "-s", "--snapshot", help="start from this exported snapshot (JobConfig.initial_snapshot_name)"
+    )
     submit.add_argument("--wait", action="store_true", help="wait for the job to end; exit 1 if it fails")
-    submit.add_argument("file", help="the Python file that builds the pipeline")
-    submit.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the file")
+    submit.add_argument("file", metavar="FILE.py", help="the Python file that builds the pipeline")
+    submit.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the file")
     submit.set_defaults(handler=run_submit)
 
-    list_jobs = commands.add_parser("list-jobs", parents=[connection], help="list the active jobs")
+    list_jobs = commands.add_parser(
+        "list-jobs",
+        parents=[connection],
+        help="list the active jobs (--all: every job)",
+        description="A table ID, STATUS, SUBMISSION TIME, NAME of the active jobs, oldest first. "
+        "(-a is the addresses, as everywhere; all jobs is --all.)",
+    )
     list_jobs.add_argument("--all", action="store_true", help="also the jobs that have ended")
     list_jobs.set_defaults(handler=run_list_jobs)
 
     for operation, text in (
-        ("cancel", "cancel a job (it ends FAILED)"),
+        ("cancel", "cancel a job (it ends FAILED, as in Jet)"),
         ("suspend", "suspend a running job"),
         ("resume", "resume a suspended job"),
         ("restart", "restart a running job's execution"),
     ):
-        command = commands.add_parser(operation, parents=[connection], help=text)
-        command.add_argument("job", help="job id or name")
+        command = commands.add_parser(
+            operation,
+            parents=[connection],
+            help=text,
+            description=f"{text[0].upper()}{text[1:]}; prints the job's new status. Exit 1 if the "
+            "cluster refuses (e.g. the job has ended), 2 for an unknown job.",
+        )
+        command.add_argument("job", metavar="JOB", help="job id (as list-jobs shows it) or name")
         command.set_defaults(handler=run_job_operation, operation=operation)
 
 
@@ -132,19 +189,24 @@ def run_member(args: argparse.Namespace) -> int:
     return member.main(args.member_args)
 
 
+def _token(args: argparse.Namespace) -> str:
+    if args.token_file:
+        try:
+            return pathlib.Path(args.token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise CommandError(f"--token-file: {exc}", USAGE) from exc
+    token: str = args.token
+    if not token:
+        raise CommandError("no REST token: give --token, --token-file or set JETLET_TOKEN", USAGE)
+    return token
+
+
 def connect(args: argparse.Namespace) -> client_mod.Client:
     """A client of the first reachable member of ``--addresses``."""
     addresses = [a.strip() for a in args.addresses.split(",") if a.strip()]
     if not addresses:
         raise CommandError("no cluster address: give -a HOST:PORT or set JETLET_ADDRESSES", USAGE)
-    token = args.token
-    if args.token_file:
-        try:
-            token = pathlib.Path(args.token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise CommandError(f"--token-file: {exc}", USAGE) from exc
-    if not token:
-        raise CommandError("no REST token: give --token, --token-file or set JETLET_TOKEN", USAGE)
+    token = _token(args)
     problems = []
     for address in addresses:
         try:
@@ -158,15 +220,28 @@ def connect(args: argparse.Namespace) -> client_mod.Client:
     raise CommandError("cannot reach the cluster: " + "; ".join(problems), UNREACHABLE)
 
 
+@contextmanager
+def _cluster_errors() -> Iterator[None]:
+    """A member that stops answering mid-command is unreachable (3); a refusal is a failure (1)."""
+    try:
+        yield
+    except client_mod.RequestRefusedError as exc:
+        raise CommandError(str(exc), FAILED) from exc
+    except errors.JetletError as exc:
+        raise CommandError(f"cannot reach the cluster: {exc}", UNREACHABLE) from exc
+
+
 def run_cluster(args: argparse.Namespace) -> int:
-    view = connect(args).cluster()
-    print(f"{'MEMBER':<10}{'REST':<24}{'DATA':<24}PARTITIONS")
+    client = connect(args)
+    with _cluster_errors():
+        view = client.cluster()
+    print(f"{'MEMBER':<10}{'REST ADDRESS':<24}{'DATA ADDRESS':<24}PARTITIONS")
     for entry in view.members:
         marker = "  (coordinator)" if entry.is_coordinator else ""
         count = len(view.partitions.get(entry.name, []))
         print(f"{entry.name:<10}{entry.rest_address:<24}{entry.data_address:<24}{count}{marker}")
     summary = f"{len(view.members)} members, member list version {view.version}"
-    print(f"\n{summary}, {view.partition_count} partitions")
+    print(f"\n{summary}, {view.partition_count} partitions, coordinator {view.coordinator}")
     return OK
 
 
@@ -177,93 +252,114 @@ def run_cluster_start(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with local_cluster(args.members) as client:
-            token = client.token
-            print(f"local cluster of {args.members} members on 127.0.0.1:")
-            for address, pid in zip(client.addresses, client.pids, strict=True):
-                print(f"  member REST {address}  (pid {pid})")
-            print(f"\nuse it with:  -a {','.join(client.addresses)} --token {token}")
-            print("stop it with Ctrl-C", flush=True)
+            _print_cluster_start(client, args.members)
             stop.wait()
             print("stopping the members...", flush=True)
+    except errors.JetletError as exc:
+        raise CommandError(f"the local cluster did not start: {exc}", FAILED) from exc
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    print("stopped", flush=True)
     return OK
 
 
+def _print_cluster_start(client: client_mod.Client, members: int) -> None:
+    addresses = ",".join(client.addresses)
+    print(f"local cluster of {members} members on 127.0.0.1:")
+    for address, pid in zip(client.addresses, client.pids, strict=True):
+        print(f"  member REST {address}  (pid {pid})")
+    print(f"\nuse it with:  -a {addresses} --token={client.token}")  # = : a token may start with -
+    print(f"or:  export JETLET_ADDRESSES={addresses} JETLET_TOKEN={client.token}")
+    print("stop it with Ctrl-C", flush=True)
+
+
+def _built_job(namespace: dict[str, Any]) -> object:
+    for name in BUILDER_FUNCTIONS:
+        builder = namespace.get(name)
+        if callable(builder) and not isinstance(builder, Pipeline | DAG):
+            return builder()
+    for name in BUILT_VARIABLES:
+        if isinstance(namespace.get(name), Pipeline | DAG):
+            return namespace[name]
+    return None
+
+
 def _load_definition(path: str, args: Sequence[str]) -> Pipeline | DAG:
-    """Run the file and find what it builds (see ``jetlet submit --help``)."""
+    """Run the file as a script and find what it builds (see ``jetlet submit --help``)."""
     if not os.path.isfile(path):
         raise CommandError(f"no such file: {path}", USAGE)
-    saved_argv = sys.argv
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [path, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        namespace = runpy.run_path(path, run_name="__jetlet_submit__")
-        for builder in ("build_pipeline", "build_dag"):
-            if callable(namespace.get(builder)):
-                built = namespace[builder]()
-                break
-        else:
-            built = namespace.get("pipeline", namespace.get("dag"))
+        built = _built_job(runpy.run_path(path, run_name="__jetlet_submit__"))
     except SystemExit as exc:
         raise CommandError(f"{path} exited ({exc.code}) while building the job", FAILED) from exc
     except Exception as exc:
-        import traceback
-
         trace = "".join(traceback.format_exception(exc))
         raise CommandError(f"{path} failed while building the job:\n{trace}", FAILED) from exc
     finally:
-        sys.argv = saved_argv
+        sys.argv, sys.path[:] = saved_argv, saved_path
     if not isinstance(built, Pipeline | DAG):
         raise CommandError(
-            f"{path} builds no job: define build_pipeline() returning a Pipeline (or build_dag() returning a "
-            "DAG), or a module variable pipeline or dag",
+            f"{path} builds no job: define build_pipeline() returning a Pipeline (or a DAG); "
+            f"see jetlet submit --help (got {type(built).__name__})",
             USAGE,
         )
     return built
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    if args.snapshot:
-        raise CommandError(
-            "-s/--snapshot: snapshots are not available yet, so no job can start from one", USAGE
-        )
-    definition = _load_definition(args.file, args.args)
     client = connect(args)
+    definition = _load_definition(args.file, args.args)
+    job_config = JobConfig(name=args.name, initial_snapshot_name=args.snapshot)
     try:
-        job = client.new_job(definition, JobConfig(name=args.name))
-    except errors.JetletError as exc:
+        submitted = client.new_job(definition, job_config)
+    except client_mod.RequestRefusedError as exc:
         raise CommandError(f"the cluster refused the job: {exc}", FAILED) from exc
-    print(f"submitted job {job.name} (id {job.id})", flush=True)
+    except errors.JetletError as exc:
+        raise CommandError(f"the job was not submitted: {exc}", FAILED) from exc
+    print(f"submitted job {submitted.name} (id {job.id_to_string(submitted.id)})", flush=True)
     if not args.wait:
         return OK
     try:
-        job.join()
-    except errors.JobFailedError as exc:
-        print(f"job {job.name} failed: {exc}\n{exc.remote_traceback}", file=sys.stderr)
+        submitted.join()
+    except (errors.JobFailedError, errors.JobCancelledError) as exc:
+        print(f"jetlet: job {submitted.name} failed: {exc}", file=sys.stderr)
         return FAILED
-    print(f"job {job.name} completed")
+    except client_mod.RequestRefusedError as exc:
+        raise CommandError(f"waiting for job {submitted.name}: {exc}", FAILED) from exc
+    except errors.JetletError as exc:
+        raise CommandError(f"cannot reach the cluster: {exc}", UNREACHABLE) from exc
+    print(f"job {submitted.name} completed")
     return OK
 
 
 def run_list_jobs(args: argparse.Namespace) -> int:
-    jobs = connect(args).get_jobs()
+    client = connect(args)
+    with _cluster_errors():
+        jobs = client.get_jobs()
     shown = [j for j in jobs if args.all or j.record_status() in ACTIVE]
-    print(f"{'ID':<22}{'STATUS':<14}{'SUBMITTED':<22}NAME")
+    print(f"{'ID':<21}{'STATUS':<14}{'SUBMISSION TIME':<25}NAME")
     for entry in shown:
-        submitted = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.submission_time / 1000))
-        print(f"{entry.id:<22}{entry.record_status():<14}{submitted:<22}{entry.name}")
+        submitted = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(entry.submission_time / 1000))
+        millis = f"{submitted}.{entry.submission_time % 1000:03d}"
+        print(f"{job.id_to_string(entry.id):<21}{entry.record_status():<14}{millis:<25}{entry.name}")
     return OK
 
 
 def run_job_operation(args: argparse.Namespace) -> int:
     client = connect(args)
-    job = client.get_job(args.job)
-    if job is None:
+    with _cluster_errors():
+        found = client.get_job(args.job)
+    if found is None:
         raise CommandError(f"no job with id or name {args.job!r}", USAGE)
     try:
-        getattr(job, args.operation)()
+        getattr(found, args.operation)()
+    except client_mod.RequestRefusedError as exc:
+        raise CommandError(f"{args.operation} {found.name}: {exc}", FAILED) from exc
     except errors.JetletError as exc:
-        raise CommandError(f"{args.operation} {job.name}: {exc}", FAILED) from exc
-    print(f"job {job.name}: {job.status.value}")
+        raise CommandError(f"{args.operation} {found.name}: {exc}", UNREACHABLE) from exc
+    print(f"job {found.name}: {found.record_status()}")
     return OK

@@ -160,6 +160,11 @@ def job_config_from_dict(data: Mapping[str, Any]) -> config.JobConfig:
                 "config.processing_guarantee",
                 f"must be one of NONE, AT_LEAST_ONCE, EXACTLY_ONCE: {guarantee!r}",
             ) from None
+    snapshot = values.get("initial_snapshot_name")
+    if snapshot:  # refuse rather than start from nothing: no snapshot store exists yet
+        raise InvalidJobRequestError(
+            "config.initial_snapshot_name", f"no snapshot named {snapshot!r} exists in this cluster"
+        )
     try:
         return config.JobConfig(**values)
     except (ValueError, TypeError) as exc:
