@@ -471,10 +471,6 @@ class TimestampTransform(Transform):
         planner.add_edges(self, vertex, lambda edge, _: edge.isolated())
 
 
-def _global_key(_event: Any) -> None:
-    return None
-
-
 def _frame_key(entry: datamodel.TimestampedEntry[Any, Any]) -> Any:
     return entry.key
 
@@ -502,7 +498,7 @@ class WindowAggregateTransform(Transform):
         super().__init__(name or default, upstream)
         self.keyed = key_fns is not None
         self.item_key_fns: list[KeyFn] = (
-            list(key_fns) if key_fns is not None else [_global_key] * len(self.upstream)
+            list(key_fns) if key_fns is not None else [windows.GLOBAL_KEY] * len(self.upstream)
         )
         """Key functions of the items (the sliding-window processors take events and unwrap them)."""
         self.key_fns = [_event_key(fn) for fn in self.item_key_fns]

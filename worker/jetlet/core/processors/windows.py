@@ -94,6 +94,15 @@ def window_event(start: int, end: int, _key: Any, result: Any, is_early: bool) -
     return (end, datamodel.WindowResult(start, end, result, is_early))
 
 
+GLOBAL_KEY: KeyFn = ().count
+"""The key of every item of a global (non-keyed) window: 0, computed in C (``().count(item)``)."""
+
+_ENTRY_TIMESTAMP: TimestampFn = operator.attrgetter("timestamp")
+_ENTRY_KEY: KeyFn = operator.attrgetter("key")
+_ENTRY_VALUE = operator.attrgetter("value")
+_EVENT_TIMESTAMP = operator.itemgetter(0)
+_EVENT_ITEM = operator.itemgetter(1)
+
 _new_tuple = tuple.__new__
 """Makes a named tuple from a tuple of its fields in C (no Python-level ``__new__`` call)."""
 
@@ -199,23 +208,31 @@ class SlidingWindowP(processor.Processor):
         if not self._early_done():
             return
         batch = inbox.take_all()
-        if self._events:  # (timestamp, item) events: user functions see the item
-            stamps: Iterable[int] = [event[0] for event in batch]
-            items: list[Any] = [event[1] for event in batch]
-        else:
-            stamps, items = map(self._timestamp_fns[ordinal], batch), batch
         key_fn = self._key_fns[ordinal]
         accumulate = self._accumulate_fns[ordinal]
-        if accumulate is operations.COUNT_ONE and not self._frame_timestamps:
-            self._count_by_frame(stamps, items, key_fn)
-            return
+        # Unpack in C: events into timestamps and items; the second stage's frame entries
+        # into timestamps, keys and accumulators (combined straight in, no call per entry).
+        items: Iterable[Any]
+        if self._frame_timestamps:
+            stamps: Iterable[int] = map(_ENTRY_TIMESTAMP, batch)
+            keys: Iterable[Any] = map(_ENTRY_KEY, batch)
+            items = map(_ENTRY_VALUE, batch)
+        else:
+            if self._events:  # (timestamp, item) events: user functions see the item
+                stamps, items = map(_EVENT_TIMESTAMP, batch), list(map(_EVENT_ITEM, batch))
+            else:
+                stamps, items = map(self._timestamp_fns[ordinal], batch), batch
+            if accumulate is operations.COUNT_ONE:
+                self._count_by_frame(stamps, items, key_fn)
+                return
+            keys = map(key_fn, items)
         frames, create, missing, next_win = self._frames, self._create, _MISSING, self._next_win
         checked = self._frame_timestamps
         size, offset = self._policy.frame_size, self._policy.frame_offset
         top = self._top_ts
         low = high = 0  # the frame of the previous item: [low, high) has end ``high``
         frame: dict[Any, Any] = {}
-        for timestamp, item in zip(stamps, items, strict=True):
+        for timestamp, key, item in zip(stamps, keys, items, strict=True):
             if not low <= timestamp < high:
                 frame_ts = (
                     self._checked_frame_ts(timestamp)
@@ -233,7 +250,6 @@ class SlidingWindowP(processor.Processor):
                     if top is None or frame_ts > top:
                         top = frame_ts
                 frame = found
-            key = key_fn(item)
             acc = frame.get(key, missing)
             frame[key] = accumulate(create() if acc is missing else acc, item)
         self._top_ts = top
@@ -552,15 +568,9 @@ def combine_to_sliding_window_p(
     if not isinstance(policy, event_time.SlidingWindowPolicy):
         raise TypeError(f"policy must be a SlidingWindowPolicy, got {type(policy).__qualname__}")
     _check_period(early_results_period_ms)
-    combine = aggr_op.require_combine()
-
-    def combine_frame(acc: Any, entry: datamodel.TimestampedEntry[Any, Any]) -> Any:
-        return combine(acc, entry.value)
-
-    get_key: KeyFn = operator.attrgetter("key")
-    get_ts: TimestampFn = operator.attrgetter("timestamp")
+    combine = aggr_op.require_combine()  # frame accumulators are combined in as they arrive
     return lambda: SlidingWindowP(
-        [get_key], [get_ts], [combine_frame], policy, aggr_op, map_to_output_fn, True,
+        [_ENTRY_KEY], [_ENTRY_TIMESTAMP], [combine], policy, aggr_op, map_to_output_fn, True,
         early_results_period_ms, clock,
     )  # fmt: skip
 
