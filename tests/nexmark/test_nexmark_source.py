@@ -24,6 +24,7 @@ from jetlet.nexmark import (
     q0_pass_through,
     q1_currency_conversion,
     q2_selection,
+    q5_hot_items,
 )
 from jetlet.pipeline import Pipeline, Sinks
 from jetlet.testing import TestOutbox, make_context, verify_processor
@@ -138,3 +139,39 @@ def test_the_source_resumes_its_slice_from_a_snapshot() -> None:
     second.close()
     # then its slice came out once, with no gap or repeat, each event with its event time
     assert emitted == [(item.date_time, item) for item in events(1, 600, 2)]
+
+
+def plain_hot_items(
+    bids: list[Bid], window_ms: int, slide_ms: int, top: int
+) -> dict[int, list[tuple[int, int]]]:
+    """Query 5 by brute force: for each window end, the ``top`` auctions by bids (ties: the higher id)."""
+    ends: dict[int, collections.Counter[int]] = collections.defaultdict(collections.Counter)
+    for bid in bids:
+        first_end = bid.date_time - bid.date_time % slide_ms + slide_ms
+        for end in range(first_end, first_end + window_ms, slide_ms):
+            ends[end][bid.auction] += 1
+    return {
+        end: [(auction, n) for n, auction in sorted(((n, a) for a, n in counts.items()), reverse=True)[:top]]
+        for end, counts in ends.items()
+    }
+
+
+def test_query_5_hot_items_matches_plain_python(jet: jetlet.EmbeddedInstance) -> None:
+    # given 3,000 events (0.3 s of event time), a 100 ms window sliding by 20 ms, the top 3 auctions
+    window_ms, slide_ms, top = 100, 20, 3
+    bids = [item for item in events(0, COUNT, 1, CONFIG) if isinstance(item, Bid)]
+    expected = plain_hot_items(bids, window_ms, slide_ms, top)
+    # the stream does not end, so only windows the watermark closes come out: those of whole slides
+    last_time = max(b.date_time for b in bids)
+    closed = {
+        end: best for end, best in expected.items() if end + slide_ms <= last_time - last_time % slide_ms
+    }
+    assert len(closed) >= 5
+    p = Pipeline()
+    stage = p.read_from(nexmark_source(CONFIG, count=COUNT, local_parallelism=2)).with_native_timestamps(0)
+    q5_hot_items(stage, window_ms, slide_ms, top).write_to(Sinks.list("q5"))
+    # when it runs until those windows are out
+    run_until(jet, p, {"q5": len(closed)})
+    # then each closed window's top auctions are the plain-Python ones
+    got = dict(jet.get_list("q5"))
+    assert {end: got[end] for end in closed} == closed

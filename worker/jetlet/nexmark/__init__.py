@@ -10,7 +10,7 @@
 
 from jetlet.nexmark.generator import GeneratorConfig, event, events
 from jetlet.nexmark.model import Auction, AuctionPrice, Bid, Event, Person
-from jetlet.nexmark.queries import q0_pass_through, q1_currency_conversion, q2_selection
+from jetlet.nexmark.queries import q0_pass_through, q1_currency_conversion, q2_selection, q5_hot_items
 from jetlet.nexmark.source import nexmark_source
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "q0_pass_through",
     "q1_currency_conversion",
     "q2_selection",
+    "q5_hot_items",
 ]

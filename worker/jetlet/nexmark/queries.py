@@ -1,4 +1,4 @@
-"""NEXMark queries 0 to 2 as pipeline transforms, after Apache Beam's ``Query0`` .. ``Query2``.
+"""NEXMark queries 0, 1, 2 and 5 as pipeline transforms, after Apache Beam's queries and the Jet paper.
 
 Each function takes the stage of events a :func:`~jetlet.nexmark.source.nexmark_source` produced
 (after ``with_native_timestamps``) and returns the stage of its results; the per-item logic is in
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from jetlet.aggregate import counting, top_n
+from jetlet.datamodel import KeyedWindowResult, WindowResult
 from jetlet.nexmark.generator import DEFAULT_CONFIG
 from jetlet.nexmark.model import AuctionPrice, Bid, Event
-from jetlet.pipeline import StreamStage
+from jetlet.pipeline import StreamStage, WindowDefinition
 
 DOLLAR_TO_EURO_NUMERATOR = 89
 DOLLAR_TO_EURO_DENOMINATOR = 100
@@ -56,3 +58,44 @@ def q2_selection(
 ) -> StreamStage[AuctionPrice]:
     """Query 2: ``(auction, price)`` of the bids on auctions whose id is a multiple of ``auction_skip``."""
     return events.map(lambda item: selection(item, auction_skip)).set_name("nexmark-q2-selection")
+
+
+HotItems = tuple[int, list[tuple[int, int]]]
+"""Query 5's result: ``(end of the sliding window, [(auction, bids), ...] best first)``."""
+
+
+def _bid_auction(bid: Bid) -> int:
+    return bid.auction
+
+
+def _bid_or_none(item: Event) -> Bid | None:
+    return item if isinstance(item, Bid) else None
+
+
+def _bids_then_auction(result: KeyedWindowResult[int, int]) -> tuple[int, int]:
+    return (result.result, result.key)
+
+
+def _hot_items(window: WindowResult[list[KeyedWindowResult[int, int]]]) -> HotItems:
+    # the tumbling window of one slide starts where the sliding windows it gathers end
+    return (window.start, [(r.key, r.result) for r in window.result])
+
+
+def q5_hot_items(
+    events: StreamStage[Event], window_ms: int = 10_000, slide_ms: int = 1_000, top: int = 1
+) -> StreamStage[HotItems]:
+    """Query 5 as the Jet paper runs it: bids per auction in a sliding window, then the top auctions.
+
+    Counts are computed from frames (one per slide) and slide in O(1); each
+    step's results are gathered by a tumbling window of one slide, where
+    ``top_n`` keeps the auctions with the most bids (ties: the higher id).
+    """
+    bids: StreamStage[Bid] = events.map(_bid_or_none)
+    counts = (
+        bids.grouping_key(_bid_auction)
+        .window(WindowDefinition.sliding(window_ms, slide_ms))
+        .aggregate(counting())
+        .set_name("nexmark-q5-bids-per-auction")
+    )
+    best = counts.window(WindowDefinition.tumbling(slide_ms)).aggregate(top_n(top, _bids_then_auction))
+    return best.map(_hot_items).set_name("nexmark-q5-hot-items")
