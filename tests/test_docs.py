@@ -19,6 +19,7 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.edge",
     "jetlet.core.partitioning",
     "jetlet.core.snapshot_writer",
+    "jetlet.testing",
     "jetlet.core.processors.hash_join",
     "jetlet.core.processors.session",
     "jetlet.core.processors.sort",

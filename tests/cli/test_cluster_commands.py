@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 from jetlet import cli
 from jetlet.local_cluster import local_cluster
+from jetlet.testing import wait_until
 
 ENDLESS_JOB = """
     import itertools
@@ -78,12 +78,7 @@ def write(tmp_path: Path, name: str, code: str) -> str:
 
 
 def wait_for_status(cluster: Any, name: str, status: str) -> None:
-    deadline = time.monotonic() + 30
-    job = cluster.get_job(name)
-    while job.record_status() != status:
-        assert time.monotonic() < deadline, f"job {name} still {job.record_status()}, expected {status}"
-        threading.Event().wait(0.05)
-        job = cluster.get_job(name)
+    wait_until(lambda: cluster.get_job(name).record_status() == status, f"job {name} is {status}", 30)
 
 
 def listed(out: str) -> dict[str, str]:

@@ -8,7 +8,6 @@ compared with plain-Python references; counters come from job metrics.
 from __future__ import annotations
 
 import collections
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from jetlet.core import DAG, Edge, processors
 from jetlet.core import processor as proc
 from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import Pipeline, Sinks, Sources
+from jetlet.testing import wait_until
 
 DEADLINE_S = 30.0
 
@@ -33,11 +33,8 @@ def cluster() -> Iterator[Any]:
 
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        threading.Event().wait(0.05)
+    """Wait for the cluster's state (read through the client: there is no notification to wait on)."""
+    wait_until(condition, what, DEADLINE_S)
 
 
 def _first(entry: tuple[str, int]) -> str:
@@ -96,7 +93,7 @@ class _SlowOnMember(proc.Processor):
         batch = inbox.take_all()
         self.context.data_store.get_list(self._name).extend(batch)
         if self.context.member_index == self._slow_member:
-            time.sleep(0.002)
+            time.sleep(0.002)  # the slow consumer under test, not synchronisation
 
 
 def test_flow_control_bounds_in_flight_items_when_one_members_consumer_is_slow(cluster: Any) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import jetlet
 from jetlet import AggregateOperations, Pipeline, Sinks, Sources
 from jetlet._cluster import job_service
+from jetlet.testing import wait_until
 
 WORDS = ["a", "b", "a", "c", "b", "a"]
 
@@ -44,12 +44,8 @@ def _fail_on_c(word: str) -> str:
     return word
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+def _wait_until(condition: Callable[[], object], what: str, timeout: float = 5.0) -> None:
+    wait_until(condition, what, timeout)
 
 
 def test_given_a_pickled_pipeline_when_submitted_then_it_completes_with_the_reference_counts(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import time
 
 import psutil
 import pytest
@@ -13,6 +12,7 @@ import pytest
 import jetlet
 from jetlet import AggregateOperations, Pipeline, Sinks, Sources, member
 from jetlet.local_cluster import local_cluster
+from jetlet.testing import wait_until
 
 FAST = ["--heartbeat-interval-millis", "100", "--failure-timeout-millis", "1000"]
 WORDS = ["to", "be", "or", "not", "to", "be"]
@@ -35,10 +35,7 @@ def test_given_three_members_when_used_and_one_killed_then_the_cluster_adapts_an
         assert client.get_map("counts") == dict(collections.Counter(WORDS))
         # when: a member is killed
         os.kill(pids[2], signal.SIGKILL)
-        deadline = time.monotonic() + 20
-        while len(client.cluster().members) != 2:
-            assert time.monotonic() < deadline, "the dead member was not removed"
-            time.sleep(0.05)
+        wait_until(lambda: len(client.cluster().members) == 2, "the dead member is removed", 20)
         assert [m.name for m in client.cluster().members] == ["m1", "m2"]
     # then: no member process is left
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]

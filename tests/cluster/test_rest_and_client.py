@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ import jetlet
 from jetlet import AggregateOperations, Pipeline, Sinks, Sources, client
 from jetlet._cluster import job_service, rest
 from jetlet.core import processors
+from jetlet.testing import wait_until
 
 TOKEN = "test-token"
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "the", "end"]
@@ -85,12 +85,8 @@ def _explode(word: str) -> str:
     return word
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+def _wait_until(condition: Callable[[], object], what: str, timeout: float = 5.0) -> None:
+    wait_until(condition, what, timeout)
 
 
 def test_given_a_pipeline_when_submitted_by_the_client_then_results_match_the_reference(

@@ -16,17 +16,13 @@ import pytest
 import jetlet
 from jetlet import word_count
 from jetlet.core import DAG, Edge, processors
+from jetlet.testing import wait_until
 
 _DEADLINE_S = 10.0
 
 
-def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + _DEADLINE_S
-    wake = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        wake.wait(0.001)
+def _wait_until(condition: Callable[[], object], what: str) -> None:
+    wait_until(condition, what, _DEADLINE_S)
 
 
 def _blocking_threads() -> list[str]:

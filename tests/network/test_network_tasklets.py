@@ -162,7 +162,7 @@ class _SlowSink(proc.Processor):
     def process(self, ordinal: int, inbox: Any) -> None:
         for _ in range(min(self._per_call, len(inbox))):
             self._out.append(inbox.poll())
-        time.sleep(0.0005)
+        time.sleep(0.0005)  # the slowness under test (a sink waiting on I/O), not synchronisation
 
 
 def _owner_key(n: int) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from jetlet._network import frames, handshake, serialization
 from jetlet._network.frames import MessageType
 from jetlet._network.transport import PeerUnavailableError, Transport
+from jetlet.testing import wait_until
 
 SECRET = "test-cluster-secret"
 DEADLINE_S = 10.0
@@ -29,12 +29,9 @@ class Booby:
         return (_mark_unpickled, ())
 
 
-def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        threading.Event().wait(0.005)
+def _wait_until(condition: Callable[[], object], what: str, member: Member | None = None) -> None:
+    """Wait until ``condition`` holds: on ``member``'s notifications when what it reads is its record."""
+    wait_until(condition, what, DEADLINE_S, member.changed if member is not None else None)
 
 
 class Member:
@@ -44,12 +41,16 @@ class Member:
         self.messages: list[tuple[str, MessageType, bytes]] = []
         self.lost: list[str] = []
         self.lost_event = threading.Event()
+        self.changed = threading.Condition()
+        """Notified whenever a message is recorded."""
         self.transport = Transport(name, secret, self._on_message, self._on_peer_lost, **options)
         self.address = self.transport.start("127.0.0.1", 0)
 
     def _on_message(self, peer: str, msg_type: MessageType, payload: bytes) -> None:
         serialization.loads(payload)
-        self.messages.append((peer, msg_type, payload))
+        with self.changed:
+            self.messages.append((peer, msg_type, payload))
+            self.changed.notify_all()
 
     def _on_peer_lost(self, peer: str) -> None:
         self.lost.append(peer)
@@ -90,7 +91,8 @@ def test_given_two_members_when_connected_then_frames_flow_both_ways(members: Ca
     assert a.transport.peers() == ["b"] and b.transport.peers() == ["a"]
     a.transport.send("b", MessageType.DATA, serialization.dumps(("from a", 1)))
     b.transport.send("a", MessageType.CONTROL, serialization.dumps({"from": "b"}))
-    _wait_until(lambda: a.messages and b.messages, "both received")
+    _wait_until(lambda: b.messages, "b received", b)
+    _wait_until(lambda: a.messages, "a received", a)
     assert b.payloads_from("a") == [("from a", 1)] and b.messages[0][1] is MessageType.DATA
     assert a.payloads_from("b") == [{"from": "b"}] and a.messages[0][1] is MessageType.CONTROL
     counters_a, counters_b = a.transport.counters()["b"], b.transport.counters()["a"]
@@ -110,7 +112,7 @@ def test_given_three_members_when_fully_connected_then_every_pair_exchanges(
             if target != source:
                 member.transport.send(target, MessageType.DATA, serialization.dumps([(source, target)]))
     for name, member in group.items():
-        _wait_until(lambda m=member: len(m.messages) == 2, f"{name} received from both")
+        _wait_until(lambda m=member: len(m.messages) == 2, f"{name} received from both", member)
         assert sorted(member.payloads_from(p)[0][0] for p in group if p != name) == sorted(
             (p, name) for p in group if p != name
         )
@@ -145,7 +147,7 @@ def test_given_two_members_dialing_each_other_at_once_then_one_connection_remain
     local_b, remote_b = b.transport.connection_endpoints(a.transport.member_name) or ((), ())
     assert (local_a, remote_a) == (remote_b, local_b)
     a.transport.send(b.transport.member_name, MessageType.DATA, serialization.dumps("ping"))
-    _wait_until(lambda: b.messages, "the kept connection carries data")
+    _wait_until(lambda: b.messages, "the kept connection carries data", b)
     assert a.lost == b.lost == []
 
 
@@ -202,7 +204,7 @@ def test_given_garbage_from_an_unknown_peer_then_refused_and_the_member_keeps_wo
     assert b.transport.refused_handshakes == 1
     a.transport.connect("b", *b.address)
     a.transport.send("b", MessageType.DATA, serialization.dumps(1))
-    _wait_until(lambda: b.messages, "the member still serves others")
+    _wait_until(lambda: b.messages, "the member still serves others", b)
 
 
 def test_given_a_peer_that_never_finishes_the_handshake_then_it_is_timed_out_and_counted(
@@ -291,7 +293,7 @@ def test_given_ten_thousand_frames_when_sent_then_all_arrive_in_order(members: C
     a.transport.connect("b", *b.address)
     for index in range(10_000):
         a.transport.send("b", MessageType.DATA, serialization.dumps(index))
-    _wait_until(lambda: len(b.messages) == 10_000, "all frames arrived")
+    _wait_until(lambda: len(b.messages) == 10_000, "all frames arrived", b)
     assert b.payloads_from("a") == list(range(10_000))
     assert b.transport.counters()["a"].frames_in == 10_000
 
@@ -301,7 +303,7 @@ def test_given_a_large_frame_when_sent_then_it_arrives_whole(members: Callable[.
     a.transport.connect("b", *b.address)
     big = [("k" * 100, index) for index in range(20_000)]
     a.transport.send("b", MessageType.DATA, serialization.dumps(big))
-    _wait_until(lambda: b.messages, "the large frame arrived")
+    _wait_until(lambda: b.messages, "the large frame arrived", b)
     assert b.payloads_from("a") == [big]
 
 

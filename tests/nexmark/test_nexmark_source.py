@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,7 +26,7 @@ from jetlet.nexmark import (
     q5_hot_items,
 )
 from jetlet.pipeline import Pipeline, Sinks
-from jetlet.testing import TestOutbox, make_context, verify_processor
+from jetlet.testing import TestOutbox, make_context, verify_processor, wait_until
 
 COUNT = 3_000
 JOIN_TIMEOUT_S = 30
@@ -45,11 +44,10 @@ def jet() -> Iterator[jetlet.EmbeddedInstance]:
 
 
 def wait_while_running(job: job_mod.Job, condition: Callable[[], bool]) -> None:
-    """Poll ``condition`` until it is false, the job ends, or the deadline passes."""
-    deadline = time.monotonic() + DEADLINE_S
-    while condition() and time.monotonic() < deadline:
-        if concurrent.futures.wait([job.future], timeout=0.01).done:
-            return
+    """Wait until ``condition`` is false or the job ends (the test then checks what it produced)."""
+    wait_until(
+        lambda: not condition() or job.future.done(), "the job produced what the test awaits", DEADLINE_S
+    )
 
 
 def run_until(jet: jetlet.EmbeddedInstance, pipeline: Pipeline, sizes: dict[str, int]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,18 +27,17 @@ from jetlet.pipeline.source_builder import (
     SourceBuilder,
     TimestampedSourceBuffer,
 )
-from jetlet.testing import TestOutbox, make_context, verify_processor
+from jetlet.testing import TestOutbox, make_context, verify_processor, wait_until
 
 JOIN_TIMEOUT_S = 30
 DEADLINE_S = 20
 
 
 def wait_while_running(job: job_mod.Job, condition: Callable[[], bool]) -> None:
-    """Poll ``condition`` until it is false, the job ends, or the deadline passes."""
-    deadline = time.monotonic() + DEADLINE_S
-    while condition() and time.monotonic() < deadline:
-        if concurrent.futures.wait([job.future], timeout=0.01).done:
-            return
+    """Wait until ``condition`` is false or the job ends (the test then checks what it produced)."""
+    wait_until(
+        lambda: not condition() or job.future.done(), "the job produced what the test awaits", DEADLINE_S
+    )
 
 
 class Recorder:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,7 +43,7 @@ from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
 from jetlet.core import watermark as wm
 
-__all__ = ["TestOutbox", "TestSupport", "make_context", "verify_processor"]
+__all__ = ["TestOutbox", "TestSupport", "make_context", "verify_processor", "wait_until"]
 
 
 class TestOutbox(outbox_mod.Outbox):
@@ -362,3 +363,40 @@ class _Run:
 def verify_processor(supplier: object) -> TestSupport:
     """Start verifying the processors that ``supplier`` makes (see the module doc)."""
     return TestSupport(supplier)
+
+
+_FIRST_CHECK_S = 0.001
+_LAST_CHECK_S = 0.05
+
+
+def wait_until(
+    condition: Callable[[], object],
+    what: str,
+    timeout: float = 30.0,
+    changed: threading.Condition | None = None,
+) -> None:
+    """Return once ``condition()`` holds; ``AssertionError`` naming ``what`` after ``timeout`` seconds.
+
+    With ``changed`` (a condition variable notified whenever the state that
+    ``condition`` reads changes) it waits on that notification. State with no
+    notification (another process's, through its API) is checked again after
+    waits that grow from 1 ms to 50 ms, as Jet's ``assertTrueEventually``.
+
+    >>> ready = threading.Event()
+    >>> threading.Timer(0.01, ready.set).start()
+    >>> wait_until(ready.is_set, "the timer fired")
+    """
+    deadline = time.monotonic() + timeout
+    if changed is not None:
+        with changed:
+            if changed.wait_for(condition, timeout):
+                return
+        raise AssertionError(f"timed out after {timeout:g} s waiting until {what}")
+    pause = _FIRST_CHECK_S
+    idle = threading.Event()
+    while not condition():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"timed out after {timeout:g} s waiting until {what}")
+        idle.wait(min(pause, remaining))
+        pause = min(pause * 2, _LAST_CHECK_S)
