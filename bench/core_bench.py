@@ -18,7 +18,6 @@ cannot pass. Run: ``python bench/core_bench.py [--repeats N]``.
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from collections.abc import Sequence
 
 import _common
@@ -30,16 +29,8 @@ WORD_COUNT_TEXT_COPIES = 400
 MAP_FILTER_ITEMS = 2_000_000
 
 
-def _plain_word_count(lines: list[str]) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    tokenize = word_count.tokenize
-    for line in lines:
-        counts.update(tokenize(line))
-    return counts
-
-
 def _timed_engine_word_count(lines: list[str], local_parallelism: int, threads: int, repeats: int) -> float:
-    expected = _plain_word_count(lines)
+    expected = _common.plain_word_count(lines)
     out: list[tuple[str, int]] = []
 
     def run() -> None:
@@ -96,16 +87,12 @@ def _timed_engine_map_filter(count: int, repeats: int) -> float:
     return seconds
 
 
-def _row(name: str, items: int, seconds: float, plain_seconds: float) -> list[str]:
-    return [name, _common.rate(items, seconds), f"{seconds * 1000:,.0f}", f"{plain_seconds / seconds:.2f}"]
-
-
 def main(argv: Sequence[str] = ()) -> str:
     """Run the benchmark and return its Markdown section (a heading and a table)."""
     repeats = _common.parse_repeats(argv, __doc__.splitlines()[0] if __doc__ else "core benchmark")
     lines = word_count.bundled_text().splitlines() * WORD_COUNT_TEXT_COPIES
     words = sum(len(word_count.tokenize(line)) for line in lines)
-    plain_wc = _common.best_time(lambda: _plain_word_count(lines), repeats)
+    plain_wc = _common.best_time(lambda: _common.plain_word_count(lines), repeats)
     rows = [
         ["word count: plain `Counter` loop", _common.rate(words, plain_wc), f"{plain_wc * 1000:,.0f}", "1.00"]
     ]
@@ -116,7 +103,7 @@ def main(argv: Sequence[str] = ()) -> str:
         ("lp 4, 2 threads", 4, 2),
     ):
         seconds = _timed_engine_word_count(lines, parallelism, threads, repeats)
-        rows.append(_row(f"word count: DAG, {label}", words, seconds, plain_wc))
+        rows.append(_common.result_row(f"word count: DAG, {label}", words, seconds, plain_wc))
     plain_mf = _common.best_time(lambda: _plain_map_filter(MAP_FILTER_ITEMS), repeats)
     rows.append(
         [
@@ -127,7 +114,7 @@ def main(argv: Sequence[str] = ()) -> str:
         ]
     )
     rows.append(
-        _row(
+        _common.result_row(
             "map+filter: DAG", MAP_FILTER_ITEMS, _timed_engine_map_filter(MAP_FILTER_ITEMS, repeats), plain_mf
         )
     )

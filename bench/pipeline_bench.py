@@ -46,7 +46,7 @@ import _common
 import jetlet
 from jetlet import word_count
 from jetlet.aggregate import counting, max_by
-from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
+from jetlet.pipeline import Pipeline, Sinks, Sources, StreamStage, WindowDefinition
 
 WORD_COUNT_TEXT_COPIES = 400
 
@@ -72,14 +72,6 @@ def _word(word: str) -> str:
     return word
 
 
-def _plain_word_count(lines: list[str]) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    tokenize = word_count.tokenize
-    for line in lines:
-        counts.update(tokenize(line))
-    return counts
-
-
 def _word_count_pipeline(lines: list[str]) -> Pipeline:
     p = Pipeline()
     (
@@ -101,7 +93,7 @@ def _timed_pipeline_word_count(lines: list[str], repeats: int) -> float:
             jet.new_job(_word_count_pipeline(lines)).join()
 
         seconds = _common.best_time(run, repeats)
-        if dict(counts) != _plain_word_count(lines):
+        if dict(counts) != _common.plain_word_count(lines):
             raise AssertionError("the word-count pipeline's counts differ from collections.Counter's")
     return seconds
 
@@ -190,42 +182,35 @@ def _winner(window: Any) -> Winner:
     return (top.end, top.key, top.result)
 
 
-def _q5_pipeline(bids: list[Bid], sink: list[Any]) -> Pipeline:
+def _bid_counts(bids: list[Bid]) -> tuple[Pipeline, StreamStage[Any]]:
+    """Q5's first half: bids per auction in a 10 s window sliding by 1 s (only processor 0 reads)."""
+
     def generate(context: Any) -> Iterator[Bid]:
         if context.global_processor_index == 0:
             yield from bids
 
     p = Pipeline()
-    (
+    counts = (
         p.read_from(Sources.stream_from_generator(generate, name="bids"))
         .with_timestamps(_bid_time, allowed_lag=Q5_ALLOWED_LAG_MS)
         .grouping_key(_bid_auction)
         .window(WindowDefinition.sliding(Q5_WINDOW_MS, Q5_SLIDE_MS))
         .aggregate(counting())
-        .window(WindowDefinition.tumbling(Q5_SLIDE_MS))
-        .aggregate(max_by(_count_then_auction))
-        .map(_winner)
-        .write_to(Sinks.to_list(sink))
     )
-    return p
+    return p, counts
 
 
 def _sliding_count_pipeline(bids: list[Bid], sink: list[Any]) -> Pipeline:
-    """Q5's first half: bids per auction in a 10 s window sliding by 1 s."""
+    p, counts = _bid_counts(bids)
+    counts.write_to(Sinks.to_list(sink))
+    return p
 
-    def generate(context: Any) -> Iterator[Bid]:
-        if context.global_processor_index == 0:
-            yield from bids
 
-    p = Pipeline()
-    (
-        p.read_from(Sources.stream_from_generator(generate, name="bids"))
-        .with_timestamps(_bid_time, allowed_lag=Q5_ALLOWED_LAG_MS)
-        .grouping_key(_bid_auction)
-        .window(WindowDefinition.sliding(Q5_WINDOW_MS, Q5_SLIDE_MS))
-        .aggregate(counting())
-        .write_to(Sinks.to_list(sink))
-    )
+def _q5_pipeline(bids: list[Bid], sink: list[Any]) -> Pipeline:
+    """The whole query: the sliding counts, then the top auction of each step."""
+    p, counts = _bid_counts(bids)
+    top = counts.window(WindowDefinition.tumbling(Q5_SLIDE_MS)).aggregate(max_by(_count_then_auction))
+    top.map(_winner).write_to(Sinks.to_list(sink))
     return p
 
 
@@ -263,16 +248,12 @@ def _as_winner(winner: Winner) -> Winner:
 # -- report ----------------------------------------------------------------------
 
 
-def _row(name: str, items: int, seconds: float, plain_seconds: float) -> list[str]:
-    return [name, _common.rate(items, seconds), f"{seconds * 1000:,.0f}", f"{plain_seconds / seconds:.2f}"]
-
-
 def main(argv: Sequence[str] = ()) -> str:
     """Run the benchmark and return its Markdown section (a heading and a table)."""
     repeats = _common.parse_repeats(argv, __doc__.splitlines()[0] if __doc__ else "pipeline benchmark")
     lines = word_count.bundled_text().splitlines() * WORD_COUNT_TEXT_COPIES
     words = sum(len(word_count.tokenize(line)) for line in lines)
-    plain_wc = _common.best_time(lambda: _plain_word_count(lines), repeats)
+    plain_wc = _common.best_time(lambda: _common.plain_word_count(lines), repeats)
     pipeline_wc = _timed_pipeline_word_count(lines, repeats)
     bids = make_bids()
     expected = _plain_q5(bids)
@@ -282,12 +263,16 @@ def main(argv: Sequence[str] = ()) -> str:
     plain_count = _common.best_time(lambda: _plain_sliding_count(bids), repeats)
     pipeline_count = _timed(_sliding_count_pipeline, bids, counts, _as_count, repeats)
     rows = [
-        _row("word count: plain `Counter` loop", words, plain_wc, plain_wc),
-        _row("word count: Pipeline API", words, pipeline_wc, plain_wc),
-        _row("Q5 sliding-window count: plain frame loop", len(bids), plain_count, plain_count),
-        _row("Q5 sliding-window count: Pipeline API", len(bids), pipeline_count, plain_count),
-        _row("NEXMark Q5 (count + top auction): plain frame loop", len(bids), plain_q5, plain_q5),
-        _row("NEXMark Q5 (count + top auction): Pipeline API", len(bids), pipeline_q5, plain_q5),
+        _common.result_row("word count: plain `Counter` loop", words, plain_wc, plain_wc),
+        _common.result_row("word count: Pipeline API", words, pipeline_wc, plain_wc),
+        _common.result_row("Q5 sliding-window count: plain frame loop", len(bids), plain_count, plain_count),
+        _common.result_row("Q5 sliding-window count: Pipeline API", len(bids), pipeline_count, plain_count),
+        _common.result_row(
+            "NEXMark Q5 (count + top auction): plain frame loop", len(bids), plain_q5, plain_q5
+        ),
+        _common.result_row(
+            "NEXMark Q5 (count + top auction): Pipeline API", len(bids), pipeline_q5, plain_q5
+        ),
     ]
     table = _common.markdown_table(["workload", "items/s", "best ms", "engine/plain"], rows)
     return (

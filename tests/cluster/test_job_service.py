@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
@@ -44,10 +44,6 @@ def _fail_on_c(word: str) -> str:
     return word
 
 
-def _wait_until(condition: Callable[[], object], what: str, timeout: float = 5.0) -> None:
-    wait_until(condition, what, timeout)
-
-
 def test_given_a_pickled_pipeline_when_submitted_then_it_completes_with_the_reference_counts(
     service: job_service.EmbeddedJobService,
 ) -> None:
@@ -76,7 +72,7 @@ def test_given_a_running_job_when_suspended_resumed_and_cancelled_then_states_fo
     service: job_service.EmbeddedJobService,
 ) -> None:
     record = service.submit(_endless("ticks"), {"name": "endless"})
-    _wait_until(lambda: len(service.get_list("ticks")) > 0, "first items")
+    wait_until(lambda: len(service.get_list("ticks")) > 0, "first items")
     assert service.suspend("endless").status == "SUSPENDED"
     with pytest.raises(jetlet.JetletError, match="not running"):
         service.suspend("endless")
@@ -90,7 +86,7 @@ def test_given_a_running_job_when_suspended_resumed_and_cancelled_then_states_fo
 
 def test_given_a_suspended_job_when_cancelled_then_it_fails(service: job_service.EmbeddedJobService) -> None:
     service.submit(_endless("ticks2"), {"name": "s"})
-    _wait_until(lambda: service.get("s").status == "RUNNING", "running")
+    wait_until(lambda: service.get("s").status == "RUNNING", "running")
     service.suspend("s")
     record = service.cancel("s")
     assert record.status == "FAILED" and record.cancelled

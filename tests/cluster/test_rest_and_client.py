@@ -7,7 +7,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -85,10 +85,6 @@ def _explode(word: str) -> str:
     return word
 
 
-def _wait_until(condition: Callable[[], object], what: str, timeout: float = 5.0) -> None:
-    wait_until(condition, what, timeout)
-
-
 def test_given_a_pipeline_when_submitted_by_the_client_then_results_match_the_reference(
     member: Member,
 ) -> None:
@@ -116,7 +112,7 @@ def test_given_a_failing_function_when_joined_then_job_failed_error_carries_the_
 
 def test_given_a_running_job_when_steered_then_states_follow_and_cancel_ends_it(member: Member) -> None:
     job = member.client.new_job(_endless("ticks"), jetlet.JobConfig(name="endless"))
-    _wait_until(lambda: len(member.client.get_list("ticks")) > 0, "first items")
+    wait_until(lambda: len(member.client.get_list("ticks")) > 0, "first items")
     with pytest.raises(TimeoutError):
         job.join(timeout=0.05)
     job.suspend()

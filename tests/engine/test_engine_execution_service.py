@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import psutil
 
@@ -15,10 +14,6 @@ from jetlet.core import DAG, Edge, processors
 from jetlet.testing import wait_until
 
 _DEADLINE_S = 10.0
-
-
-def _wait_until(condition: Callable[[], object], what: str) -> None:
-    wait_until(condition, what, _DEADLINE_S)
 
 
 class _Instrumented(Tasklet):
@@ -61,17 +56,15 @@ def test_given_a_worker_runs_dry_then_it_steals_and_no_tasklet_ever_runs_on_two_
         assert service.tasklet_counts() == [3, 3]
 
         # When the quick ones are done
-        _wait_until(
-            lambda: all(t.calls >= 50 + 10 * i for i, t in enumerate(tasklets) if i % 2), "quick done"
-        )
-        _wait_until(lambda: service.tasklet_counts() == [2, 1], "a tasklet was handed over")
+        wait_until(lambda: all(t.calls >= 50 + 10 * i for i, t in enumerate(tasklets) if i % 2), "quick done")
+        wait_until(lambda: service.tasklet_counts() == [2, 1], "a tasklet was handed over")
 
         # Then one long tasklet moved to the idle worker and was called on both threads, never at once
         assert service.steals == 1
         moved = [t for t in tasklets if len(t.threads) == 2]
         assert len(moved) == 1
         calls_after_move = moved[0].calls
-        _wait_until(lambda: moved[0].calls > calls_after_move + 10, "the moved tasklet runs on")
+        wait_until(lambda: moved[0].calls > calls_after_move + 10, "the moved tasklet runs on")
         release.set()
         tracker.future.result(_DEADLINE_S)
         assert [t.overlaps for t in tasklets] == [0] * 6

@@ -8,7 +8,7 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,17 +21,13 @@ from jetlet.testing import wait_until
 _DEADLINE_S = 10.0
 
 
-def _wait_until(condition: Callable[[], object], what: str) -> None:
-    wait_until(condition, what, _DEADLINE_S)
-
-
 def _blocking_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("jetlet-blocking-")]
 
 
 def _assert_everything_stopped(jet: jetlet.EmbeddedInstance) -> None:
     assert jet.service.tasklet_counts() == [0] * jet.config.cooperative_thread_count
-    _wait_until(lambda: not _blocking_threads(), "the blocking threads end")
+    wait_until(lambda: not _blocking_threads(), "the blocking threads end")
 
 
 class _Endless(jetlet.Processor):
@@ -168,7 +164,7 @@ def test_given_an_endless_job_when_cancelled_then_every_tasklet_stops_and_join_r
     seen: list[Any] = []
     with jetlet.embedded(cooperative_thread_count=2) as jet:
         job = jet.new_job(_endless_dag(closed, seen))
-        _wait_until(lambda: len(seen) > 10_000, "the endless job produces")
+        wait_until(lambda: len(seen) > 10_000, "the endless job produces")
         assert not job.status.is_terminal
 
         job.cancel()

@@ -29,11 +29,6 @@ class Booby:
         return (_mark_unpickled, ())
 
 
-def _wait_until(condition: Callable[[], object], what: str, member: Member | None = None) -> None:
-    """Wait until ``condition`` holds: on ``member``'s notifications when what it reads is its record."""
-    wait_until(condition, what, DEADLINE_S, member.changed if member is not None else None)
-
-
 class Member:
     """A transport with recording callbacks."""
 
@@ -91,8 +86,8 @@ def test_given_two_members_when_connected_then_frames_flow_both_ways(members: Ca
     assert a.transport.peers() == ["b"] and b.transport.peers() == ["a"]
     a.transport.send("b", MessageType.DATA, serialization.dumps(("from a", 1)))
     b.transport.send("a", MessageType.CONTROL, serialization.dumps({"from": "b"}))
-    _wait_until(lambda: b.messages, "b received", b)
-    _wait_until(lambda: a.messages, "a received", a)
+    wait_until(lambda: b.messages, "b received", DEADLINE_S, b.changed)
+    wait_until(lambda: a.messages, "a received", DEADLINE_S, a.changed)
     assert b.payloads_from("a") == [("from a", 1)] and b.messages[0][1] is MessageType.DATA
     assert a.payloads_from("b") == [{"from": "b"}] and a.messages[0][1] is MessageType.CONTROL
     counters_a, counters_b = a.transport.counters()["b"], b.transport.counters()["a"]
@@ -112,7 +107,9 @@ def test_given_three_members_when_fully_connected_then_every_pair_exchanges(
             if target != source:
                 member.transport.send(target, MessageType.DATA, serialization.dumps([(source, target)]))
     for name, member in group.items():
-        _wait_until(lambda m=member: len(m.messages) == 2, f"{name} received from both", member)
+        wait_until(
+            lambda m=member: len(m.messages) == 2, f"{name} received from both", DEADLINE_S, member.changed
+        )
         assert sorted(member.payloads_from(p)[0][0] for p in group if p != name) == sorted(
             (p, name) for p in group if p != name
         )
@@ -140,14 +137,14 @@ def test_given_two_members_dialing_each_other_at_once_then_one_connection_remain
     for thread in threads:
         thread.join(DEADLINE_S)
     assert errors == []
-    _wait_until(
+    wait_until(
         lambda: a.transport.open_connections == b.transport.open_connections == 1, "one connection each"
     )
     local_a, remote_a = a.transport.connection_endpoints(b.transport.member_name) or ((), ())
     local_b, remote_b = b.transport.connection_endpoints(a.transport.member_name) or ((), ())
     assert (local_a, remote_a) == (remote_b, local_b)
     a.transport.send(b.transport.member_name, MessageType.DATA, serialization.dumps("ping"))
-    _wait_until(lambda: b.messages, "the kept connection carries data", b)
+    wait_until(lambda: b.messages, "the kept connection carries data", DEADLINE_S, b.changed)
     assert a.lost == b.lost == []
 
 
@@ -204,7 +201,7 @@ def test_given_garbage_from_an_unknown_peer_then_refused_and_the_member_keeps_wo
     assert b.transport.refused_handshakes == 1
     a.transport.connect("b", *b.address)
     a.transport.send("b", MessageType.DATA, serialization.dumps(1))
-    _wait_until(lambda: b.messages, "the member still serves others", b)
+    wait_until(lambda: b.messages, "the member still serves others", DEADLINE_S, b.changed)
 
 
 def test_given_a_peer_that_never_finishes_the_handshake_then_it_is_timed_out_and_counted(
@@ -235,7 +232,7 @@ def test_given_a_trusted_peer_that_closes_mid_frame_then_the_loss_is_reported(
     b = members("b")
     with _raw_connect(b.address) as sock:
         _authenticate_raw(sock, "raw", "b")
-        _wait_until(lambda: b.transport.peers() == ["raw"], "the raw peer is trusted")
+        wait_until(lambda: b.transport.peers() == ["raw"], "the raw peer is trusted")
         whole = frames.encode_frame(MessageType.DATA, serialization.dumps("complete"))
         sock.sendall(whole + frames.encode_frame(MessageType.DATA, b"0123456789")[:9])
     assert b.lost_event.wait(DEADLINE_S)
@@ -259,7 +256,7 @@ def test_given_a_connected_peer_when_it_closes_then_on_peer_lost_fires_once(
 ) -> None:
     a, b = members("a"), members("b")
     a.transport.connect("b", *b.address)
-    _wait_until(lambda: b.transport.peers() == ["a"], "b trusts a")
+    wait_until(lambda: b.transport.peers() == ["a"], "b trusts a")
     a.transport.close()
     assert b.lost_event.wait(DEADLINE_S)
     assert b.lost == ["a"] and a.lost == []
@@ -293,7 +290,7 @@ def test_given_ten_thousand_frames_when_sent_then_all_arrive_in_order(members: C
     a.transport.connect("b", *b.address)
     for index in range(10_000):
         a.transport.send("b", MessageType.DATA, serialization.dumps(index))
-    _wait_until(lambda: len(b.messages) == 10_000, "all frames arrived", b)
+    wait_until(lambda: len(b.messages) == 10_000, "all frames arrived", DEADLINE_S, b.changed)
     assert b.payloads_from("a") == list(range(10_000))
     assert b.transport.counters()["a"].frames_in == 10_000
 
@@ -303,7 +300,7 @@ def test_given_a_large_frame_when_sent_then_it_arrives_whole(members: Callable[.
     a.transport.connect("b", *b.address)
     big = [("k" * 100, index) for index in range(20_000)]
     a.transport.send("b", MessageType.DATA, serialization.dumps(big))
-    _wait_until(lambda: b.messages, "the large frame arrived", b)
+    wait_until(lambda: b.messages, "the large frame arrived", DEADLINE_S, b.changed)
     assert b.payloads_from("a") == [big]
 
 

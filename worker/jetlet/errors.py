@@ -1,4 +1,4 @@
-"""The errors jetlet raises to users."""
+"""The errors jetlet raises to users, and the argument check every API shares."""
 
 from __future__ import annotations
 
@@ -27,3 +27,9 @@ class JobFailedError(JetletError):
 
 class JobCancelledError(JetletError):
     """The job was cancelled (by the user, or because it ran past ``timeout_millis``)."""
+
+
+def require_callable(value: object, what: str) -> None:
+    """``TypeError`` saying that ``what`` (naming the argument and its owner) must be callable."""
+    if not callable(value):
+        raise TypeError(f"{what} must be callable, got {value!r}")

@@ -41,6 +41,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from jetlet.aggregate.operation import AggregateOperation
+from jetlet.errors import require_callable
 
 T = TypeVar("T")
 
@@ -73,11 +74,6 @@ def _new_dict() -> dict[Any, Any]:
     return {}
 
 
-def _require_callable(value: object, name: str) -> None:
-    if not callable(value):
-        raise TypeError(f"{name} must be callable, got {value!r}")
-
-
 def _require_downstream(op: object, name: str = "downstream") -> AggregateOperation[Any, Any]:
     if not isinstance(op, AggregateOperation):
         raise TypeError(f"{name} must be an AggregateOperation, got {op!r}")
@@ -108,7 +104,7 @@ def summing(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation[A
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["ab", "cde"], op.create_fn()))
     5
     """
-    _require_callable(get_value, "get_value")
+    require_callable(get_value, "get_value")
     return (
         AggregateOperation.with_create(int)
         .and_accumulate(lambda acc, item: acc + get_value(item))
@@ -125,7 +121,7 @@ def averaging(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation
     >>> op.finish_fn(reduce(op.accumulate_fn(), [1, 2, 6], op.create_fn()))
     3.0
     """
-    _require_callable(get_value, "get_value")
+    require_callable(get_value, "get_value")
     return (
         AggregateOperation.with_create(lambda: (0, 0))
         .and_accumulate(lambda acc, item: (acc[0] + 1, acc[1] + get_value(item)))
@@ -157,8 +153,8 @@ def linear_trend(
     >>> op.finish_fn(reduce(op.accumulate_fn(), [(0, 1), (1, 3), (2, 5)], op.create_fn()))
     2.0
     """
-    _require_callable(get_x, "get_x")
-    _require_callable(get_y, "get_y")
+    require_callable(get_x, "get_x")
+    require_callable(get_y, "get_y")
 
     def accumulate(acc: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
         x, y = get_x(item), get_y(item)
@@ -193,7 +189,7 @@ def min_by(key_fn: Callable[[T], Any]) -> AggregateOperation[_Reference[T], T | 
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["ccc", "a", "b"], op.create_fn()))
     'a'
     """
-    _require_callable(key_fn, "key_fn")
+    require_callable(key_fn, "key_fn")
     return _best_by(key_fn, operator.lt)
 
 
@@ -205,7 +201,7 @@ def max_by(key_fn: Callable[[T], Any]) -> AggregateOperation[_Reference[T], T | 
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["a", "bbb", "ccc"], op.create_fn()))
     'bbb'
     """
-    _require_callable(key_fn, "key_fn")
+    require_callable(key_fn, "key_fn")
     return _best_by(key_fn, operator.gt)
 
 
@@ -325,7 +321,7 @@ def _ranking(
 ) -> AggregateOperation[_Ranking, list[Any]]:
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"{name}: n must be a positive int, got {n!r}")
-    _require_callable(key_fn, "key_fn")
+    require_callable(key_fn, "key_fn")
 
     def offer(acc: _Ranking, entry: tuple[Any, int, Any]) -> None:
         if len(acc.heap) < n:
@@ -425,10 +421,10 @@ def to_dict(
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["a", "bb", "c"], op.create_fn()))
     {1: 'AC', 2: 'BB'}
     """
-    _require_callable(key_fn, "key_fn")
-    _require_callable(value_fn, "value_fn")
+    require_callable(key_fn, "key_fn")
+    require_callable(value_fn, "value_fn")
     if merge_fn is not None:
-        _require_callable(merge_fn, "merge_fn")
+        require_callable(merge_fn, "merge_fn")
 
     def put(acc: dict[Any, Any], key: Any, value: Any) -> None:
         if key not in acc:
@@ -512,15 +508,15 @@ def reducing(
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["2", "3", "7"], op.create_fn()))
     42
     """
-    _require_callable(get_value, "get_value")
-    _require_callable(combine_fn, "combine_fn")
+    require_callable(get_value, "get_value")
+    require_callable(combine_fn, "combine_fn")
     op: AggregateOperation[Any, Any] = (
         AggregateOperation.with_create(lambda: empty_value)
         .and_accumulate(lambda acc, item: combine_fn(acc, get_value(item)))
         .and_combine(combine_fn)
     )
     if deduct_fn is not None:
-        _require_callable(deduct_fn, "deduct_fn")
+        require_callable(deduct_fn, "deduct_fn")
         op = op.and_deduct(deduct_fn)
     return op
 
@@ -538,7 +534,7 @@ def mapping(
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["ab", "cde"], op.create_fn()))
     5
     """
-    _require_callable(map_fn, "map_fn")
+    require_callable(map_fn, "map_fn")
     inner = _require_downstream(downstream).accumulate_fn()
 
     def accumulate(acc: Any, item: Any) -> Any:
@@ -558,7 +554,7 @@ def filtering(
     >>> op.finish_fn(reduce(op.accumulate_fn(), [1, 2, 3, 4], op.create_fn()))
     2
     """
-    _require_callable(predicate, "predicate")
+    require_callable(predicate, "predicate")
     inner = _require_downstream(downstream).accumulate_fn()
 
     def accumulate(acc: Any, item: Any) -> Any:
@@ -577,7 +573,7 @@ def flat_mapping(
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["a b", "", "c"], op.create_fn()))
     ['a', 'b', 'c']
     """
-    _require_callable(flat_map_fn, "flat_map_fn")
+    require_callable(flat_map_fn, "flat_map_fn")
     inner = _require_downstream(downstream).accumulate_fn()
 
     def accumulate(acc: Any, item: Any) -> Any:
@@ -602,7 +598,7 @@ def grouping_by(
     >>> op.finish_fn(reduce(op.accumulate_fn(), ["a", "bb", "c"], op.create_fn()))
     {1: 2, 2: 1}
     """
-    _require_callable(key_fn, "key_fn")
+    require_callable(key_fn, "key_fn")
     down = to_list() if downstream is None else _require_downstream(downstream)
     create, inner, down_combine = down.create_fn, down.accumulate_fn(), down.combine_fn
     export, finish = down.export_fn, down.finish_fn

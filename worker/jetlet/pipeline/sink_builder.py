@@ -33,6 +33,7 @@ from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
 from jetlet.core import watermark as wm
+from jetlet.errors import require_callable
 from jetlet.pipeline import sinks as sinks_mod
 
 C = TypeVar("C")
@@ -81,8 +82,7 @@ class WriteBufferedP(proc.Processor):
 
 
 def _require_callable(sink: str, what: str, fn: object) -> None:
-    if not callable(fn):
-        raise TypeError(f"SinkBuilder {sink!r}: {what} must be callable, got {fn!r}")
+    require_callable(fn, f"SinkBuilder {sink!r}: {what}")
 
 
 class SinkBuilder(Generic[C]):

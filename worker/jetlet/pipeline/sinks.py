@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from jetlet.core import processor as proc
 from jetlet.core import processors
 from jetlet.core.processors import file_sink, store
+from jetlet.errors import require_callable
 
 
 def _first(item: Any) -> Any:
@@ -110,8 +111,7 @@ class Sinks:
         """
         if not isinstance(directory, str | os.PathLike) or not os.fspath(directory):
             raise ValueError(f"Sinks.files: directory must be a non-empty path, got {directory!r}")
-        if not callable(to_string_fn):
-            raise TypeError(f"Sinks.files: to_string_fn must be callable, got {to_string_fn!r}")
+        require_callable(to_string_fn, "Sinks.files: to_string_fn")
         try:
             codecs.lookup(encoding)
         except (LookupError, TypeError) as exc:

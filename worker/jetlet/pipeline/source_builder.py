@@ -60,6 +60,7 @@ from typing import Any, Generic, Literal, Self, TypeVar
 
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
+from jetlet.errors import require_callable
 from jetlet.pipeline import sources as sources_mod
 
 C = TypeVar("C")
@@ -225,8 +226,7 @@ class ConvenientSourceP(proc.Processor):
 
 
 def _require_callable(source: str, what: str, fn: object) -> None:
-    if not callable(fn):
-        raise TypeError(f"SourceBuilder {source!r}: {what} must be callable, got {fn!r}")
+    require_callable(fn, f"SourceBuilder {source!r}: {what}")
 
 
 class _Builder(Generic[C]):

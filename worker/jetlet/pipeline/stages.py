@@ -21,6 +21,7 @@ from jetlet._planner import transforms as tf
 from jetlet.aggregate import builder
 from jetlet.aggregate import operation as agg
 from jetlet.core.processors.hash_join import JoinClause
+from jetlet.errors import require_callable
 from jetlet.pipeline import sinks as sinks_mod
 from jetlet.pipeline import window as window_mod
 
@@ -43,8 +44,7 @@ def _entry(key: Any, value: Any) -> tuple[Any, Any]:
 
 
 def _check_callable(fn: object, stage: str, what: str) -> None:
-    if not callable(fn):
-        raise TypeError(f"stage {stage!r}: {what} must be callable, got {fn!r}")
+    require_callable(fn, f"stage {stage!r}: {what}")
 
 
 def _check_service(factory: object, stage: str) -> None:

@@ -45,6 +45,7 @@ from typing import Any
 
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor, snapshot_writer
+from jetlet.errors import require_callable
 
 KeyFn = Callable[[Any], Hashable]
 
@@ -247,6 +248,5 @@ def hash_join_p(
     for clause in clause_list:
         if not isinstance(clause, JoinClause):
             raise TypeError(f"hash_join_p: expected JoinClause, got {clause!r}")
-    if not callable(map_to_output_fn):
-        raise TypeError(f"hash_join_p: map_to_output_fn must be callable, got {map_to_output_fn!r}")
+    require_callable(map_to_output_fn, "hash_join_p: map_to_output_fn")
     return lambda: HashJoinP(clause_list, map_to_output_fn, inner, timestamped)
