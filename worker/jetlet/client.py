@@ -40,7 +40,7 @@ import types
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import cloudpickle
@@ -233,6 +233,8 @@ class Client:
         """Process ids of the members (set by ``local_cluster``)."""
         self.addresses: tuple[str, ...] = (address,)
         """REST addresses of the members this client knows."""
+        self.add_member: Callable[[], Client] | None = None
+        """Set by :func:`jetlet.local_cluster.local_cluster`: start one more member, get a client of it."""
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None, wait: float = 0.0) -> Any:
         """One authenticated request; the decoded JSON answer. Raises :class:`RequestRefusedError`."""
@@ -297,6 +299,15 @@ class Client:
 
     def get_observable(self, name: str) -> RemoteObservable:
         return RemoteObservable(self, name)
+
+    def list_snapshots(self) -> list[dict[str, Any]]:
+        """The exported (named) snapshots, oldest first."""
+        found: list[dict[str, Any]] = self.request("GET", "/snapshots")["snapshots"]
+        return found
+
+    def delete_snapshot(self, name: str) -> None:
+        """Delete the exported snapshot ``name``."""
+        self.request("DELETE", f"/snapshots/{_quote(name)}")
 
     def cluster(self) -> ClusterView:
         """The members, the coordinator and the partition table."""
@@ -445,6 +456,31 @@ class RemoteJob(job.Job):
     def metrics(self) -> dict[str, Any]:
         result: dict[str, Any] = self._client.request("GET", self._path("metrics"))["metrics"]
         return result
+
+    @property
+    def suspension_cause(self) -> str:
+        """Why the job is suspended (empty unless it is ``SUSPENDED``)."""
+        return str(self._refresh().get("suspension_cause", ""))
+
+    @property
+    def snapshot(self) -> dict[str, Any]:
+        """The last complete snapshot: ``id``, ``time``, ``bytes``, ``entries``, ``duration_ms``; and ``count``."""
+        found: dict[str, Any] = self._refresh().get("snapshot", {})
+        return found
+
+    def export_snapshot(self, name: str) -> dict[str, Any]:
+        """Save the job's current state as the snapshot ``name`` (replacing one of that name)."""
+        return self._export(name, cancel=False)
+
+    def cancel_and_export_snapshot(self, name: str) -> dict[str, Any]:
+        """Save the job's state as the snapshot ``name``, then cancel the job (nothing runs after the snapshot)."""
+        return self._export(name, cancel=True)
+
+    def _export(self, name: str, cancel: bool) -> dict[str, Any]:
+        body = {"name": name, "cancel": cancel}
+        found: dict[str, Any] = self._client.request("POST", self._path("export-snapshot"), body)["snapshot"]
+        self._refresh()
+        return found
 
 
 class RemoteObservable:

@@ -175,6 +175,36 @@ def add_commands(commands: Any) -> None:
         command.add_argument("job", metavar="JOB", help="job id (as list-jobs shows it) or name")
         command.set_defaults(handler=run_job_operation, operation=operation)
 
+    save = commands.add_parser(
+        "save-snapshot",
+        parents=[connection],
+        help="export a job's state as a named snapshot",
+        description="Take a snapshot of a running job (or use a suspended job's last one) and keep it "
+        "under NAME, replacing a snapshot of that name; start jobs from it with submit -s NAME. "
+        "Exit 1 if the cluster refuses, 2 for an unknown job.",
+    )
+    save.add_argument("-C", "--cancel", action="store_true", help="cancel the job after the snapshot")
+    save.add_argument("job", metavar="JOB", help="job id (as list-jobs shows it) or name")
+    save.add_argument("name", metavar="NAME", help="the snapshot's name")
+    save.set_defaults(handler=run_save_snapshot)
+
+    list_snapshots = commands.add_parser(
+        "list-snapshots",
+        parents=[connection],
+        help="list the exported snapshots",
+        description="A table NAME, TIME, SIZE, ENTRIES, JOB of the exported snapshots, oldest first.",
+    )
+    list_snapshots.set_defaults(handler=run_list_snapshots)
+
+    delete = commands.add_parser(
+        "delete-snapshot",
+        parents=[connection],
+        help="delete an exported snapshot",
+        description="Delete the exported snapshot NAME. Exit 2 if there is none of that name.",
+    )
+    delete.add_argument("name", metavar="NAME", help="the snapshot's name")
+    delete.set_defaults(handler=run_delete_snapshot)
+
 
 def run(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a command, turning a :class:`CommandError` into its message and status."""
@@ -362,4 +392,47 @@ def run_job_operation(args: argparse.Namespace) -> int:
     except errors.JetletError as exc:
         raise CommandError(f"{args.operation} {found.name}: {exc}", UNREACHABLE) from exc
     print(f"job {found.name}: {found.record_status()}")
+    return OK
+
+
+def run_save_snapshot(args: argparse.Namespace) -> int:
+    client = connect(args)
+    with _cluster_errors():
+        found = client.get_job(args.job)
+    if found is None:
+        raise CommandError(f"no job with id or name {args.job!r}", USAGE)
+    with _cluster_errors():
+        exported = (
+            found.cancel_and_export_snapshot(args.name) if args.cancel else found.export_snapshot(args.name)
+        )
+    print(
+        f"snapshot {args.name}: {sum(exported['counts'].values())} entries, {exported['bytes']} bytes "
+        f"of job {found.name} (snapshot {exported['id']})"
+    )
+    if args.cancel:
+        print(f"job {found.name}: {found.status.value}")
+    return OK
+
+
+def run_list_snapshots(args: argparse.Namespace) -> int:
+    client = connect(args)
+    with _cluster_errors():
+        snapshots = client.list_snapshots()
+    print(f"{'NAME':<24}{'TIME':<21}{'SIZE':>12}{'ENTRIES':>10}  JOB")
+    for entry in snapshots:
+        taken = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(entry["time"] / 1000))
+        entries = sum(entry["counts"].values())
+        print(f"{entry['name']:<24}{taken:<21}{entry['bytes']:>12}{entries:>10}  {entry['job_name']}")
+    return OK
+
+
+def run_delete_snapshot(args: argparse.Namespace) -> int:
+    client = connect(args)
+    try:
+        client.delete_snapshot(args.name)
+    except client_mod.RequestRefusedError as exc:
+        raise CommandError(str(exc), USAGE if exc.status == 404 else FAILED) from exc
+    except errors.JetletError as exc:
+        raise CommandError(f"cannot reach the cluster: {exc}", UNREACHABLE) from exc
+    print(f"snapshot {args.name} deleted")
     return OK

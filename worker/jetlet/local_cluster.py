@@ -10,7 +10,9 @@ alone; the others name it as their seed, so the first is the oldest and the
 coordinator. It then polls ``/cluster`` on every member until all of them
 report the same member list with every member in it, and yields a
 :class:`~jetlet.client.Client` of the first member with ``.pids`` and
-``.addresses`` (the members' REST addresses, in start order). On exit — also
+``.addresses`` (the members' REST addresses, in start order), and
+``.add_member()``, which starts one more member and returns a client of it
+(it joins the running cluster). On exit — also
 when the body or the start-up raised — every process still running gets
 SIGTERM, then SIGKILL if it has not ended within a grace period, and is
 reaped; the temporary directory is removed.
@@ -134,6 +136,21 @@ def local_cluster(
             main = clients[0]
             main.pids = tuple(p.pid for p in processes)
             main.addresses = tuple(r["rest_address"] for r in records)
+
+            def add_member() -> client_mod.Client:
+                index = len(processes)
+                processes.append(_spawn(index, workdir, records[0]["rest_address"], member_args or []))
+                records.append(
+                    _wait_ready(
+                        processes[-1], workdir / f"m{index + 1}.ready", time.monotonic() + START_TIMEOUT_S
+                    )
+                )
+                added = client_mod.Client(records[-1]["rest_address"], token, ca_file=ca_file)
+                main.pids = tuple(p.pid for p in processes)
+                main.addresses = tuple(r["rest_address"] for r in records)
+                return added
+
+            main.add_member = add_member
             yield main
         finally:
             _stop_all(processes)

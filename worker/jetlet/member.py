@@ -111,6 +111,8 @@ class Member:
         names = list(self.membership.member_list.names)
         if self.table is None or list(self.table.members) != names:
             self.table = partition_table.PartitionTable.assign(names, self.config.partition_count, self.table)
+            if self.service is not None:
+                self.service.on_members_changed(names)
         self._connect_data_ports()
 
     def _connect_data_ports(self) -> None:

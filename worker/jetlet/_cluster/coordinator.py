@@ -47,9 +47,11 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jetlet import _embedded, errors, job
-from jetlet._cluster import job_service, partition_table
+from jetlet import _embedded, config, errors, job
+from jetlet._cluster import grid as grid_mod
+from jetlet._cluster import job_service, partition_table, snapshot_data
 from jetlet._execution import execution_plan, execution_service
+from jetlet._execution import snapshots as snapshots_mod
 from jetlet._network import serialization
 from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
@@ -59,6 +61,9 @@ from jetlet.core import dag as dag_mod
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 30.0
+SNAPSHOT_TIMEOUT_S = 120.0
+_JOBS_MAP = "jobs"
+_EXPORTED_PREFIX = "exported-meta/"
 TERMINAL = {job.JobStatus.COMPLETED.value, job.JobStatus.FAILED.value}
 
 
@@ -79,6 +84,9 @@ class _MemberJob:
     plan: execution_plan.ExecutionPlan
     links: remote.RemoteLinks
     tracker: execution_service.ExecutionTracker
+    snapshots: snapshots_mod.MemberSnapshots | None = None
+    single_processor: tuple[str, ...] = ()
+    snapshot_prefixes: dict[int, str] = dataclasses.field(default_factory=dict)
 
 
 class _CoordinatedJob:
@@ -104,6 +112,58 @@ class _CoordinatedJob:
         """Why the current execution is being stopped: "fail", "suspend" or "restart"."""
         self.final_metrics: dict[str, dict[str, Any]] = {}
         """Each member's metrics as it reported them when its share of the execution ended."""
+        self.last_snapshot: dict[str, Any] | None = None
+        """The last complete snapshot: ``id``, grid ``prefix``, entry ``counts`` per vertex, ``bytes``..."""
+        self.next_snapshot_id = 1
+        self.snapshotting = False
+        self.snapshot_parts: dict[str, dict[str, Any]] = {}
+        """Each member's report on the snapshot in progress."""
+        self.snapshot_count = 0
+        self.suspension_cause = ""
+        self.restore_from: dict[str, Any] | None = None
+        """An exported snapshot to start the first execution from (``initial_snapshot_name``)."""
+
+    @property
+    def guarantee(self) -> config.ProcessingGuarantee:
+        return config.ProcessingGuarantee(self.config.get("processing_guarantee", "NONE"))
+
+    @property
+    def snapshots_enabled(self) -> bool:
+        return self.guarantee is not config.ProcessingGuarantee.NONE
+
+    def state(self) -> dict[str, Any]:
+        """What a coordinator that takes over needs to run the job on (kept in the grid)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "definition": self.definition,
+            "config": self.config,
+            "submission_time": self.submission_time,
+            "completion_time": self.completion_time,
+            "status": self.status,
+            "failure": self.failure,
+            "cancelled": self.cancelled,
+            "dag_dot": self.dag_dot,
+            "last_snapshot": self.last_snapshot,
+            "next_snapshot_id": self.next_snapshot_id,
+            "suspension_cause": self.suspension_cause,
+            "restore_from": self.restore_from,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> _CoordinatedJob:
+        coordinated = cls(state["id"], state["name"], state["definition"], state["config"])
+        coordinated.submission_time = state["submission_time"]
+        coordinated.completion_time = state["completion_time"]
+        coordinated.status = state["status"]
+        coordinated.failure = state["failure"]
+        coordinated.cancelled = state["cancelled"]
+        coordinated.dag_dot = state["dag_dot"]
+        coordinated.last_snapshot = state["last_snapshot"]
+        coordinated.next_snapshot_id = state["next_snapshot_id"]
+        coordinated.suspension_cause = state["suspension_cause"]
+        coordinated.restore_from = state["restore_from"]
+        return coordinated
 
     def record(self) -> job_service.JobRecord:
         return job_service.JobRecord(
@@ -117,6 +177,8 @@ class _CoordinatedJob:
             cancelled=self.cancelled,
             config=self.config,
             dag_dot=self.dag_dot,
+            suspension_cause=self.suspension_cause,
+            snapshot=_snapshot_summary(self.last_snapshot, self.snapshot_count),
         )
 
 
@@ -146,8 +208,22 @@ class ClusterJobService:
         self._executions: dict[int, _CoordinatedJob] = {}
         self._ids = itertools.count(int.from_bytes(os.urandom(5), "big") << 16)
         self._workers = concurrent.futures.ThreadPoolExecutor(
-            4, thread_name_prefix=f"jetlet-control-{member_name}"
+            16, thread_name_prefix=f"jetlet-control-{member_name}"
         )
+        self._lost: set[str] = set()
+        """Members whose connection dropped: left out of new executions until they are back."""
+        self._table: partition_table.PartitionTable | None = None
+        """The coordinator's partition table, which the grid and the executions follow."""
+        settings = instance.config
+        self.grid = grid_mod.Grid(
+            member_name,
+            self._grid_call,
+            settings.partition_count,
+            settings.backup_count,
+            timeout_s=RPC_TIMEOUT_S,
+        )
+        self._scale_up_timer: threading.Timer | None = None
+        self._closed = False
 
     # -- the network side ------------------------------------------------------
     def on_message(self, peer: str, msg_type: MessageType, payload: bytes) -> bool:
@@ -160,6 +236,9 @@ class ClusterJobService:
             return True
         if msg_type is not MessageType.CONTROL:
             return False
+        if peer in self._lost:
+            with self._lock:
+                self._lost.discard(peer)
         body = serialization.loads(payload)
         if not isinstance(body, dict) or ("job_op" not in body and "reply" not in body):
             return False
@@ -172,12 +251,138 @@ class ClusterJobService:
         return True
 
     def on_peer_lost(self, peer: str) -> None:
-        """Fail the jobs the lost member took part in (fault tolerance will restart them instead)."""
+        """A member is gone: restart (or suspend) the jobs it ran; take over if it was the coordinator."""
+        with self._lock:
+            was_coordinator = self._coordinator() == peer
+            self._lost.add(peer)
+            orphans = [m for m in self._member_jobs.values() if m.coordinator == peer]
+        for member_job in orphans:  # their coordinator is gone: the new one starts new executions
+            member_job.tracker.cancel(f"its coordinator {peer} left the cluster")
+        if not self._is_coordinator():
+            return
+        if was_coordinator:
+            self._workers.submit(self._take_over, peer)
+            return
         with self._lock:
             affected = [j for j in self._jobs.values() if peer in j.members and j.status not in TERMINAL]
         for coordinated in affected:
-            self._fail(coordinated, f"member {peer} left the cluster while the job ran", "")
+            self._after_member_loss(coordinated, peer)
             self._member_done(coordinated, coordinated.execution_id, peer, {})
+
+    def _after_member_loss(self, coordinated: _CoordinatedJob, peer: str) -> None:
+        """Restart the job on the members left (from its last snapshot), or suspend it without auto-scaling."""
+        reason = f"member {peer} left the cluster while the job ran"
+        if coordinated.status == job.JobStatus.SUSPENDED.value:
+            return
+        if not coordinated.config.get("auto_scaling", True):
+            with self._lock:
+                coordinated.suspension_cause = reason
+            self._stop(coordinated, "suspend", reason)
+            return
+        log.warning("job %s: %s; restarting it on the members left", coordinated.name, reason)
+        self._stop(coordinated, "restart", reason)
+
+    def on_members_changed(self, names: Sequence[str]) -> None:
+        """The member list changed: jobs with auto-scaling use a new member after ``scale_up_delay_millis``."""
+        if self._closed or not self._is_coordinator():
+            return
+        with self._lock:
+            running = [
+                j
+                for j in self._jobs.values()
+                if j.status == job.JobStatus.RUNNING.value and j.config.get("auto_scaling", True)
+            ]
+            grown = any(set(names) - set(j.members) - self._lost for j in running)
+            if not grown or self._scale_up_timer is not None:
+                return
+            delay = self.instance.config.scale_up_delay_millis / 1000
+            self._scale_up_timer = threading.Timer(delay, self._scale_up)
+            self._scale_up_timer.daemon = True
+            self._scale_up_timer.start()
+
+    def _scale_up(self) -> None:
+        with self._lock:
+            self._scale_up_timer = None
+            live = set(self._live_members())
+            jobs = [
+                j
+                for j in self._jobs.values()
+                if j.status == job.JobStatus.RUNNING.value
+                and j.stopping is None
+                and j.config.get("auto_scaling", True)
+                and live - set(j.members)
+            ]
+        for coordinated in jobs:
+            log.info("job %s: restarting to use the members that joined", coordinated.name)
+            self._stop(coordinated, "restart", "the job is rescaled onto members that joined")
+
+    def _take_over(self, old_coordinator: str) -> None:
+        """This member is the coordinator now: load the job records from the grid and run the jobs on."""
+        log.warning("coordinator %s left: %s takes over its jobs", old_coordinator, self.member_name)
+        self._ensure_table()
+        try:
+            states = self.grid.get_all(_JOBS_MAP)
+        except grid_mod.GridError as exc:
+            log.error("cannot read the job records after the coordinator left: %s", exc)
+            return
+        restart = []
+        with self._lock:
+            for state in states.values():
+                if state["id"] in self._jobs:
+                    continue
+                coordinated = _CoordinatedJob.from_state(state)
+                self._jobs[coordinated.id] = coordinated
+                if coordinated.status not in TERMINAL and coordinated.status != job.JobStatus.SUSPENDED.value:
+                    restart.append(coordinated)
+        for coordinated in restart:
+            self._start_execution(coordinated)
+
+    # -- the grid --------------------------------------------------------------------
+    def _grid_call(
+        self, member: str, op: str, body: dict[str, Any]
+    ) -> concurrent.futures.Future[dict[str, Any]]:
+        return self._call(member, "grid", grid_op=op, body=body)
+
+    def _op_grid(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = self.grid.handle(body["grid_op"], body["body"])
+        return answer
+
+    def _op_grid_table(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Follow the coordinator's new partition table: move partitions, then use it."""
+        table = partition_table.PartitionTable(tuple(body["members"]), tuple(body["owners"]))
+        new = self.grid.table_for(table)
+        old = self.grid.table
+        sent = self.grid.rebalance(old, new) if old is not None else 0
+        self.grid.set_table(new)
+        return {"sent": sent}
+
+    def _live_members(self) -> list[str]:
+        return [m for m in self._member_names() if m not in self._lost]
+
+    def _ensure_table(self) -> partition_table.PartitionTable:
+        """The partition table for the live members; if they changed, every member moves its partitions."""
+        members = self._live_members()
+        with self._lock:
+            table = self._table
+            if table is not None and list(table.members) == members:
+                return table
+            table = partition_table.PartitionTable.assign(
+                members, self.instance.config.partition_count, table
+            )
+        calls = {
+            m: self._call(m, "grid_table", members=list(table.members), owners=list(table.owners))
+            for m in members
+        }
+        for member, call in calls.items():
+            try:
+                reply = call.result(RPC_TIMEOUT_S)
+            except concurrent.futures.TimeoutError:
+                reply = {"error": "no answer"}
+            if "error" in reply:
+                log.error("member %s could not take the new partition table: %s", member, reply["error"])
+        with self._lock:
+            self._table = table
+        return table
 
     def _send_control(self, peer: str, body: Mapping[str, Any]) -> bool:
         """Send a control message (to this member too); False if ``peer`` is not connected."""
@@ -239,24 +444,116 @@ class ClusterJobService:
         members: tuple[str, ...] = tuple(body["members"])
         job_id: int = body["job_id"]
         dag = job_service.load_definition(body["definition"])
+        job_config = job_service.job_config_from_dict(body["config"])
         index = members.index(self.member_name)
+        singles = tuple(v.name for v in dag.vertices() if v.meta_supplier.is_total_parallelism_one)
+        restore = body.get("restore")
+        restored: dict[str, list[snapshot_data.Entries]] | None = None
+        restored_counts: dict[str, int] = {}
+        if restore is not None:
+            parallelism = execution_plan.resolve_parallelism(dag, self.instance.config)
+            owned = [p for p, owner in enumerate(body["partition_owners"]) if owner == index]
+            prefix = restore["prefix"]
+            restored, restored_counts = snapshot_data.route(
+                self.grid.local_primary_entries(f"{prefix}/data", owned),
+                self.grid.get_all(f"{prefix}/broadcast"),
+                parallelism,
+                singles,
+                index,
+            )
         links = remote.RemoteLinks(job_id, index, self._sender(members), self.flow)
+        member_job_ref: list[_MemberJob] = []
+
+        def store_part(
+            snapshot_id: int, entries: dict[str, snapshot_data.Entries], error: str | None
+        ) -> None:
+            self._workers.submit(self._store_part, member_job_ref[0], snapshot_id, entries, error)
+
+        member_snapshots = None
+        if job_config.processing_guarantee is not config.ProcessingGuarantee.NONE:
+            member_snapshots = snapshots_mod.MemberSnapshots(
+                job_config.processing_guarantee is config.ProcessingGuarantee.EXACTLY_ONCE,
+                0,
+                store_part,
+                restored_snapshot_id=body.get("snapshot_id_base", 0),
+            )
         plan = execution_plan.build(
             dag,
             job_id,
             body["name"],
-            job_service.job_config_from_dict(body["config"]),
+            job_config,
             self.instance.config,
             member_index=index,
             member_count=len(members),
             data_store=self.instance.store,
             remote=links,
             partition_owners=body["partition_owners"],
+            member_snapshots=member_snapshots,
+            restored=restored,
         )
+        if member_snapshots is not None:
+            member_snapshots.set_tasklet_count(len(plan.tasklets))
         tracker = execution_service.ExecutionTracker(f"job {job_id}")
+        member_job = _MemberJob(job_id, members, peer, plan, links, tracker, member_snapshots, singles)
+        member_job_ref.append(member_job)
         with self._lock:
-            self._member_jobs[job_id] = _MemberJob(job_id, members, peer, plan, links, tracker)
+            self._member_jobs[job_id] = member_job
+        return {"ok": True, "restored_counts": restored_counts}
+
+    def _op_snapshot_start(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        member_job = self._member_jobs.get(body["job_id"])
+        if member_job is None or member_job.snapshots is None:
+            raise errors.JetletError(f"no execution {body['job_id']} with snapshots on {self.member_name}")
+        member_job.snapshot_prefixes[body["snapshot_id"]] = body["prefix"]
+        member_job.snapshots.start(body["snapshot_id"], body["terminal"])
         return {"ok": True}
+
+    def _store_part(
+        self,
+        member_job: _MemberJob,
+        snapshot_id: int,
+        entries: dict[str, snapshot_data.Entries],
+        error: str | None,
+    ) -> None:
+        """Store this member's part of a snapshot in the grid (with backups), then tell the coordinator."""
+        started = time.monotonic()
+        report: dict[str, Any] = {
+            "job_op": "snapshot_done",
+            "job_id": member_job.job_id,
+            "snapshot_id": snapshot_id,
+            "member": self.member_name,
+        }
+        try:
+            if error is not None:
+                raise errors.JetletError(error)
+            prefix = member_job.snapshot_prefixes.pop(snapshot_id)
+            by_partition, broadcast, counts = snapshot_data.chunks_of(
+                entries, self.instance.config.partition_count, member_job.single_processor
+            )
+            me = self.member_name
+            self.grid.put_to_partitions(
+                f"{prefix}/data",
+                {
+                    p: [((vertex, me), chunk) for vertex, chunk in chunks]
+                    for p, chunks in by_partition.items()
+                },
+            )
+            if broadcast:
+                self.grid.put(f"{prefix}/broadcast", [((vertex, me), chunk) for vertex, chunk in broadcast])
+            size = sum(len(c) for chunks in by_partition.values() for _, c in chunks)
+            report.update(counts=counts, bytes=size + sum(len(c) for _, c in broadcast))
+        except Exception as exc:
+            log.exception("member %s could not store its part of snapshot %d", self.member_name, snapshot_id)
+            report["error"] = f"{type(exc).__name__}: {exc}"
+        report["store_ms"] = int((time.monotonic() - started) * 1000)
+        self._send_control(member_job.coordinator, report)
+
+    def _op_snapshot_commit(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        member_job = self._member_jobs.get(body["job_id"])
+        if member_job is None or member_job.snapshots is None:
+            return {"ok": False}
+        done = member_job.snapshots.commit(body["snapshot_id"], body["success"], RPC_TIMEOUT_S)
+        return {"ok": done}
 
     def _sender(self, members: tuple[str, ...]) -> remote.Send:
         transport = self.transport
@@ -349,6 +646,14 @@ class ClusterJobService:
                 return
             self._executions.pop(execution_id, None)
             stopping, coordinated.stopping = coordinated.stopping, None
+            if (
+                stopping == "fail"
+                and coordinated.config.get("suspend_on_failure")
+                and not coordinated.cancelled
+            ):
+                stopping = "suspend"  # keep the state: the user can fix the cause and resume
+                coordinated.suspension_cause = coordinated.failure
+                coordinated.failure = ""
             if stopping == "suspend":
                 coordinated.status = job.JobStatus.SUSPENDED.value
             elif stopping != "restart":
@@ -358,6 +663,8 @@ class ClusterJobService:
             self._lock.notify_all()
         for name in coordinated.members:
             self._send_control(name, {"job_op": "forget", "job_id": execution_id})
+        if stopping != "restart":
+            self._persist(coordinated)
         if stopping == "restart":
             self._start_execution(coordinated)
 
@@ -399,10 +706,11 @@ class ClusterJobService:
                 self._lock.notify_all()
             return
         dag = job_service.load_definition(coordinated.definition)
+        table = self._ensure_table()
         with self._lock:
             execution_id = next(self._ids)
             coordinated.execution_id = execution_id
-            coordinated.members = tuple(self._member_names())
+            coordinated.members = tuple(table.members)
             coordinated.done = set()
             coordinated.final_metrics = {}
             coordinated.status = job.JobStatus.STARTING.value
@@ -416,18 +724,25 @@ class ClusterJobService:
 
     def _run_job(self, coordinated: _CoordinatedJob, execution_id: int, dag: dag_mod.DAG) -> None:
         members = coordinated.members
-        table = partition_table.PartitionTable.assign(list(members), self.instance.config.partition_count)
+        table = self._table
+        assert table is not None and table.members == members
         owners = [members.index(table.owner(p)) for p in range(self.instance.config.partition_count)]
-        fields = {
+        source = coordinated.last_snapshot or coordinated.restore_from
+        fields: dict[str, Any] = {
             "job_id": execution_id,
             "name": coordinated.name,
             "definition": coordinated.definition,
             "config": coordinated.config,
             "members": list(members),
             "partition_owners": owners,
+            "snapshot_id_base": coordinated.next_snapshot_id - 1,
         }
-        calls = {member: self._call(member, "init", **fields) for member in members}
         init_errors = []
+        if source is not None:
+            fields["restore"] = {"prefix": source["prefix"], "snapshot_id": source["id"]}
+            init_errors += _state_mismatch(source, dag, coordinated.config.get("allow_dropping_state", False))
+        calls = {} if init_errors else {member: self._call(member, "init", **fields) for member in members}
+        restored_counts: dict[str, int] = {}
         for member, call in calls.items():
             try:
                 reply = call.result(RPC_TIMEOUT_S)
@@ -435,6 +750,10 @@ class ClusterJobService:
                 reply = {"error": f"member {member} did not answer init in {RPC_TIMEOUT_S:g} s"}
             if "error" in reply:
                 init_errors.append(f"member {member}: {reply['error']}")
+            for vertex, count in reply.get("restored_counts", {}).items():
+                restored_counts[vertex] = restored_counts.get(vertex, 0) + count
+        if source is not None and not init_errors:
+            init_errors += _incomplete_restore(source, restored_counts)
         if init_errors:
             text = "\n".join(init_errors)
             with self._lock:
@@ -444,6 +763,7 @@ class ClusterJobService:
                 coordinated.completion_time = int(time.time() * 1000)
                 self._executions.pop(execution_id, None)
                 self._lock.notify_all()
+            self._persist(coordinated)
             for member in members:
                 self._send_control(member, {"job_op": "forget", "job_id": execution_id})
             return
@@ -451,9 +771,144 @@ class ClusterJobService:
             if coordinated.execution_id != execution_id:
                 return
             coordinated.status = job.JobStatus.RUNNING.value
+            coordinated.suspension_cause = ""
             self._lock.notify_all()
+        self._persist(coordinated)
         for member in members:
             self._call(member, "start", job_id=execution_id)
+        if coordinated.snapshots_enabled:
+            threading.Thread(
+                target=self._snapshot_periodically,
+                args=(coordinated, execution_id),
+                name=f"jetlet-snapshots-{execution_id}",
+                daemon=True,
+            ).start()
+
+    # -- snapshots (coordinator) ---------------------------------------------------------
+    def _snapshot_periodically(self, coordinated: _CoordinatedJob, execution_id: int) -> None:
+        interval = coordinated.config.get("snapshot_interval_millis", 10000) / 1000
+        while True:
+            with self._lock:
+                stopped = self._lock.wait_for(
+                    lambda: (
+                        self._closed
+                        or coordinated.execution_id != execution_id
+                        or coordinated.stopping is not None
+                        or coordinated.status in TERMINAL
+                    ),
+                    interval,
+                )
+            if stopped:
+                return
+            self._take_snapshot(coordinated, execution_id, terminal=False)
+
+    def _take_snapshot(self, coordinated: _CoordinatedJob, execution_id: int, terminal: bool) -> str | None:
+        """Take one snapshot of the execution; return None when it is complete, else why it failed."""
+        with self._lock:
+            self._lock.wait_for(lambda: not coordinated.snapshotting, RPC_TIMEOUT_S)
+            if coordinated.snapshotting or coordinated.execution_id != execution_id:
+                return "the execution changed"
+            coordinated.snapshotting = True
+            snapshot_id = coordinated.next_snapshot_id
+            coordinated.next_snapshot_id += 1
+            coordinated.snapshot_parts = {}
+            members = coordinated.members
+        prefix = f"snapshot/{coordinated.id}/{snapshot_id}"
+        started = time.time()
+        problem: str | None = None
+        try:
+            calls = {
+                m: self._call(
+                    m,
+                    "snapshot_start",
+                    job_id=execution_id,
+                    snapshot_id=snapshot_id,
+                    terminal=terminal,
+                    prefix=prefix,
+                )
+                for m in members
+            }
+            for member, call in calls.items():
+                reply = call.result(RPC_TIMEOUT_S)
+                if "error" in reply:
+                    problem = f"member {member}: {reply.get('error_message') or reply['error']}"
+            if problem is None:
+                with self._lock:
+                    self._lock.wait_for(
+                        lambda: (
+                            len(coordinated.snapshot_parts) >= len(members)
+                            or coordinated.execution_id != execution_id
+                        ),
+                        SNAPSHOT_TIMEOUT_S,
+                    )
+                    parts = dict(coordinated.snapshot_parts)
+                failed = [f"member {m}: {p['error']}" for m, p in parts.items() if "error" in p]
+                missing = [m for m in members if m not in parts]
+                if failed:
+                    problem = "; ".join(failed)
+                elif missing:
+                    problem = f"no part from {', '.join(missing)}"
+        except concurrent.futures.TimeoutError:
+            problem = "a member did not answer"
+        previous = coordinated.last_snapshot
+        if problem is None:
+            counts: dict[str, int] = {}
+            for part in parts.values():
+                for vertex, count in part.get("counts", {}).items():
+                    counts[vertex] = counts.get(vertex, 0) + count
+            with self._lock:
+                coordinated.last_snapshot = {
+                    "id": snapshot_id,
+                    "prefix": prefix,
+                    "counts": counts,
+                    "bytes": sum(p.get("bytes", 0) for p in parts.values()),
+                    "time": int(started * 1000),
+                    "duration_ms": int((time.time() - started) * 1000),
+                    "job_id": coordinated.id,
+                    "job_name": coordinated.name,
+                }
+                coordinated.snapshot_count += 1
+            self._persist(coordinated)
+        else:
+            log.warning("job %s: snapshot %d failed: %s", coordinated.name, snapshot_id, problem)
+        for member in members:  # the second phase: sinks commit (or roll back) what they prepared
+            self._call(
+                member,
+                "snapshot_commit",
+                job_id=execution_id,
+                snapshot_id=snapshot_id,
+                success=problem is None,
+            )
+        stale = previous["prefix"] if problem is None and previous is not None else None
+        if problem is not None:
+            stale = prefix
+        if stale is not None:
+            self._delete_snapshot_maps(stale)
+        with self._lock:
+            coordinated.snapshotting = False
+            self._lock.notify_all()
+        return problem
+
+    def _delete_snapshot_maps(self, prefix: str) -> None:
+        try:
+            self.grid.delete_maps(prefix + "/")
+        except grid_mod.GridError as exc:
+            log.warning("could not delete snapshot data %s: %s", prefix, exc)
+
+    def _op_snapshot_done(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            coordinated = self._executions.get(body["job_id"])
+            if coordinated is not None and coordinated.snapshotting:
+                coordinated.snapshot_parts[body["member"]] = body
+                self._lock.notify_all()
+        return {}
+
+    def _persist(self, coordinated: _CoordinatedJob) -> None:
+        """Keep the job's record in the grid, for a coordinator that takes over."""
+        try:
+            self.grid.put(_JOBS_MAP, [(coordinated.id, coordinated.state())])
+        except grid_mod.GridError as exc:
+            log.warning("job %s: its record could not be replicated: %s", coordinated.name, exc)
 
     def _op_submit(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"record": self._submit(body["definition"], body["config"]).to_dict()}
@@ -462,6 +917,8 @@ class ClusterJobService:
         parsed = job_service.job_config_from_dict(job_config)
         dag = job_service.load_definition(definition)
         dag.validate()
+        if parsed.initial_snapshot_name:
+            self._exported(parsed.initial_snapshot_name, "config.initial_snapshot_name")
         with self._lock:
             if parsed.name is not None and any(
                 j.name == parsed.name and j.status not in TERMINAL for j in self._jobs.values()
@@ -476,8 +933,21 @@ class ClusterJobService:
             )
             coordinated.dag_dot = dag.to_dot()
             self._jobs[job_id] = coordinated
+        if parsed.initial_snapshot_name:
+            exported = self._exported(parsed.initial_snapshot_name, "config.initial_snapshot_name")
+            coordinated.restore_from = exported
+            coordinated.next_snapshot_id = exported["id"] + 1
         self._start_execution(coordinated)
         return coordinated.record()
+
+    def _exported(self, name: str, field: str) -> dict[str, Any]:
+        self._ensure_table()
+        found = self._exported_meta(name)
+        if found is None:
+            raise job_service.InvalidJobRequestError(
+                field, f"no snapshot named {name!r} exists in this cluster"
+            )
+        return found
 
     def _find(self, key: str) -> _CoordinatedJob:
         with self._lock:
@@ -517,10 +987,76 @@ class ClusterJobService:
         return self._op_join(peer, {"key": body["key"], "timeout": 10.0})
 
     def _op_suspend(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Stop every member's execution and keep the job, SUSPENDED (without snapshots, state restarts)."""
+        """Take a terminal snapshot, stop every member's execution and keep the job, SUSPENDED.
+
+        Without a processing guarantee there is no snapshot: a resumed job starts over.
+        """
         coordinated = self._running(body["key"], "suspend")
+        if coordinated.snapshots_enabled:
+            problem = self._take_snapshot(coordinated, coordinated.execution_id, terminal=True)
+            if problem is not None:
+                log.warning("job %s: suspending from its last snapshot: %s", coordinated.name, problem)
+        with self._lock:
+            coordinated.suspension_cause = "suspended by the user"
         self._stop(coordinated, "suspend", "the job is being suspended")
         return self._await_status(coordinated, {job.JobStatus.SUSPENDED.value, *TERMINAL})
+
+    def _op_export_snapshot(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Save the job's state as a named snapshot; with ``cancel``, the job then ends."""
+        name, cancel = body["name"], body["cancel"]
+        if not isinstance(name, str) or not name.strip() or "/" in name:
+            raise job_service.InvalidJobRequestError(
+                "name", f"must be a non-empty name without '/', got {name!r}"
+            )
+        coordinated = self._find(body["key"])
+        if not coordinated.snapshots_enabled:
+            raise errors.JetletError(
+                f"job {coordinated.name!r} has processing guarantee NONE: it takes no snapshots to export"
+            )
+        if coordinated.status == job.JobStatus.RUNNING.value and coordinated.stopping is None:
+            problem = self._take_snapshot(coordinated, coordinated.execution_id, terminal=cancel)
+            if problem is not None:
+                raise errors.JetletError(f"job {coordinated.name!r}: the snapshot failed: {problem}")
+        elif coordinated.status != job.JobStatus.SUSPENDED.value:
+            raise errors.JetletError(
+                f"job {coordinated.name!r} is {coordinated.status}: only a running or suspended job can export"
+            )
+        source = coordinated.last_snapshot
+        if source is None:
+            raise errors.JetletError(f"job {coordinated.name!r} has no complete snapshot to export")
+        exported = {
+            **source,
+            "prefix": f"exported/{name}",
+            "name": name,
+            "exported_time": int(time.time() * 1000),
+        }
+        self.grid.delete_maps(f"exported/{name}/")
+        for part in ("data", "broadcast"):
+            self.grid.copy_map(f"{source['prefix']}/{part}", f"exported/{name}/{part}")
+        self.grid.put(f"{_EXPORTED_PREFIX}{name}/meta", [("meta", exported)])
+        if cancel:
+            self._op_cancel_job(peer, {"key": body["key"]})
+        return {"snapshot": exported}
+
+    def _op_list_snapshots(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._ensure_table()
+        found = [self.grid.get_all(m).get("meta") for m in self.grid.map_names(_EXPORTED_PREFIX)]
+        return {"snapshots": sorted((e for e in found if e), key=lambda e: e["exported_time"])}
+
+    def _op_delete_snapshot(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["name"]
+        self._ensure_table()
+        if self._exported_meta(name) is None:
+            raise job_service.UnknownJobError(f"no snapshot named {name!r}")
+        self.grid.delete_maps(f"{_EXPORTED_PREFIX}{name}/")
+        self.grid.delete_maps(f"exported/{name}/")
+        return {}
+
+    def _exported_meta(self, name: str) -> dict[str, Any] | None:
+        if not isinstance(name, str) or not name or "/" in name:
+            return None
+        found: dict[str, Any] | None = self.grid.get_all(f"{_EXPORTED_PREFIX}{name}/meta").get("meta")
+        return found
 
     def _op_resume(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         coordinated = self._find(body["key"])
@@ -614,6 +1150,19 @@ class ClusterJobService:
         value: dict[str, Any] = self._forward("job_metrics", key=key)["value"]
         return value
 
+    def export_snapshot(self, key: str, name: str, cancel: bool) -> dict[str, Any]:
+        snapshot: dict[str, Any] = self._forward("export_snapshot", key=key, name=name, cancel=cancel)[
+            "snapshot"
+        ]
+        return snapshot
+
+    def list_snapshots(self) -> list[dict[str, Any]]:
+        snapshots: list[dict[str, Any]] = self._forward("list_snapshots")["snapshots"]
+        return snapshots
+
+    def delete_snapshot(self, name: str) -> None:
+        self._forward("delete_snapshot", name=name)
+
     def get_list(self, name: str) -> list[Any]:
         value: list[Any] = self._forward("read_all", kind="list", name=name)["value"]
         return value
@@ -641,6 +1190,12 @@ class ClusterJobService:
         }
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            timer, self._scale_up_timer = self._scale_up_timer, None
+            self._lock.notify_all()
+        if timer is not None:
+            timer.cancel()
         self._workers.shutdown(wait=True, cancel_futures=True)
 
 
@@ -657,6 +1212,43 @@ def _member_metrics(member_job: _MemberJob) -> dict[str, dict[str, int]]:
     }
     values.update(member_job.links.metrics())
     return values
+
+
+def _snapshot_summary(last: Mapping[str, Any] | None, count: int) -> dict[str, Any]:
+    if last is None:
+        return {"count": count}
+    return {
+        "id": last["id"],
+        "time": last["time"],
+        "bytes": last["bytes"],
+        "entries": sum(last["counts"].values()),
+        "duration_ms": last["duration_ms"],
+        "count": count,
+    }
+
+
+def _state_mismatch(source: Mapping[str, Any], dag: dag_mod.DAG, allow_dropping: bool) -> list[str]:
+    """Stages that hold state in the snapshot but are not in the job (their state would be lost)."""
+    names = {v.name for v in dag.vertices()}
+    missing = sorted(v for v, count in source["counts"].items() if count and v not in names)
+    if not missing or allow_dropping:
+        return []
+    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
+    return [
+        f"{label} holds state of stage {name!r}, which this job does not have; keep the stage's name, "
+        "or set JobConfig.allow_dropping_state to start without that state"
+        for name in missing
+    ]
+
+
+def _incomplete_restore(source: Mapping[str, Any], restored: Mapping[str, int]) -> list[str]:
+    """Vertices whose restored entries do not add up to what the snapshot stored."""
+    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
+    return [
+        f"{label} is incomplete: stage {vertex!r} stored {count} entries but {restored.get(vertex, 0)} were found"
+        for vertex, count in sorted(source["counts"].items())
+        if restored.get(vertex, 0) != count
+    ]
 
 
 def _remote_error(reply: Mapping[str, Any]) -> errors.JetletError:

@@ -72,6 +72,10 @@ class JobRecord:
     """``FAILED`` because it was cancelled."""
     config: dict[str, Any]
     dag_dot: str
+    suspension_cause: str = ""
+    """Why a ``SUSPENDED`` job is suspended."""
+    snapshot: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The last complete snapshot (``id``, ``time``, ``bytes``, ``entries``, ``duration_ms``) and ``count``."""
 
     @property
     def id_string(self) -> str:
@@ -129,6 +133,14 @@ class JobService(Protocol):
 
     def metrics(self, key: str) -> dict[str, Any]: ...
 
+    def export_snapshot(self, key: str, name: str, cancel: bool) -> dict[str, Any]:
+        """Save the job's state as the named snapshot (then cancel it, with ``cancel``)."""
+        ...
+
+    def list_snapshots(self) -> list[dict[str, Any]]: ...
+
+    def delete_snapshot(self, name: str) -> None: ...
+
     def get_list(self, name: str) -> list[Any]: ...
 
     def get_map(self, name: str) -> dict[Any, Any]: ...
@@ -160,11 +172,6 @@ def job_config_from_dict(data: Mapping[str, Any]) -> config.JobConfig:
                 "config.processing_guarantee",
                 f"must be one of NONE, AT_LEAST_ONCE, EXACTLY_ONCE: {guarantee!r}",
             ) from None
-    snapshot = values.get("initial_snapshot_name")
-    if snapshot:  # refuse rather than start from nothing: no snapshot store exists yet
-        raise InvalidJobRequestError(
-            "config.initial_snapshot_name", f"no snapshot named {snapshot!r} exists in this cluster"
-        )
     try:
         return config.JobConfig(**values)
     except (ValueError, TypeError) as exc:
@@ -257,6 +264,11 @@ class EmbeddedJobService:
 
     def submit(self, definition: bytes, job_config: Mapping[str, Any]) -> JobRecord:
         parsed = job_config_from_dict(job_config)
+        if parsed.initial_snapshot_name:  # an embedded member keeps no snapshots
+            raise InvalidJobRequestError(
+                "config.initial_snapshot_name",
+                f"no snapshot named {parsed.initial_snapshot_name!r} exists in this cluster",
+            )
         dag = load_definition(definition)
         dag.validate()
         with self._changed:
@@ -351,6 +363,18 @@ class EmbeddedJobService:
         with self._changed:
             self._start(entry, load_definition(entry.definition))
             return entry.record()
+
+    def export_snapshot(self, key: str, name: str, cancel: bool) -> dict[str, Any]:
+        self._find(key)
+        raise errors.JetletError(
+            "an embedded member keeps no snapshots: run jobs on a cluster to export them"
+        )
+
+    def list_snapshots(self) -> list[dict[str, Any]]:
+        return []
+
+    def delete_snapshot(self, name: str) -> None:
+        raise UnknownJobError(f"no snapshot named {name!r}")
 
     def metrics(self, key: str) -> dict[str, Any]:
         execution = self._find(key).execution

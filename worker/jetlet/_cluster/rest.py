@@ -251,6 +251,26 @@ def _operation(name: str) -> Handler:
     return handle
 
 
+async def _export_snapshot(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    name = _field(body, "name", str)
+    if not name.strip() or "/" in name:
+        raise BadRequest("name", f"must be a non-empty name without '/', got {name!r}")
+    cancel = _field(body, "cancel", bool, False)
+    call = functools.partial(_service(request).export_snapshot, request.match_info["job"], name, cancel)
+    return web.json_response({"snapshot": await _blocking(request, call)}, status=201)
+
+
+async def _list_snapshots(request: web.Request) -> web.Response:
+    return web.json_response({"snapshots": await _blocking(request, _service(request).list_snapshots)})
+
+
+async def _delete_snapshot(request: web.Request) -> web.Response:
+    call = functools.partial(_service(request).delete_snapshot, request.match_info["name"])
+    await _blocking(request, call)
+    return web.json_response({"ok": True})
+
+
 async def _get_list(request: web.Request) -> web.Response:
     items = await _blocking(
         request, functools.partial(_service(request).get_list, request.match_info["name"])
@@ -307,6 +327,14 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
     ("POST", "/jobs/{job}/suspend", _operation("suspend"), "Suspend the job."),
     ("POST", "/jobs/{job}/resume", _operation("resume"), "Resume a suspended job."),
     ("POST", "/jobs/{job}/restart", _operation("restart"), "Restart the job's execution."),
+    (
+        "POST",
+        "/jobs/{job}/export-snapshot",
+        _export_snapshot,
+        "Save the job's state as the named snapshot {name}; with {cancel: true} the job then ends.",
+    ),
+    ("GET", "/snapshots", _list_snapshots, "The exported (named) snapshots."),
+    ("DELETE", "/snapshots/{name}", _delete_snapshot, "Delete an exported snapshot."),
     ("GET", "/lists/{name}", _get_list, "A named list, as base64 cloudpickle in data."),
     ("GET", "/maps/{name}", _get_map, "A named map, as base64 cloudpickle in data."),
     ("POST", "/membership", _membership, "Membership messages between members (join, members, heartbeat)."),
@@ -318,6 +346,11 @@ _BODIES: dict[str, dict[str, Any]] = {
         "type": "object",
         "required": ["definition"],
         "properties": {"definition": {"type": "string", "format": "byte"}, "config": {"type": "object"}},
+    },
+    "/jobs/{job}/export-snapshot": {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": {"type": "string"}, "cancel": {"type": "boolean"}},
     },
     "/jobs/{job}/join": {"type": "object", "properties": {"timeout": {"type": "number", "minimum": 0}}},
 }

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from jetlet import config
-from jetlet._execution import inbound, outbound, queues
+from jetlet._execution import inbound, outbound, queues, snapshots
 from jetlet._execution.processor_tasklet import ProcessorTasklet
 from jetlet._execution.progress import Tasklet
 from jetlet.core import dag as dag_mod
@@ -78,6 +78,11 @@ def _resolve_parallelism(vertex: dag_mod.Vertex, instance: config.InstanceConfig
     return instance.cooperative_thread_count
 
 
+def resolve_parallelism(dag: dag_mod.DAG, instance: config.InstanceConfig) -> dict[str, int]:
+    """Every vertex's local parallelism on a member with ``instance``'s settings."""
+    return {v.name: _resolve_parallelism(v, instance) for v in dag.validate()}
+
+
 def build(
     dag: dag_mod.DAG,
     job_id: int,
@@ -89,6 +94,8 @@ def build(
     data_store: Any = None,
     remote: RemoteEdges | None = None,
     partition_owners: Sequence[int] | None = None,
+    member_snapshots: snapshots.MemberSnapshots | None = None,
+    restored: Mapping[str, Sequence[Sequence[tuple[Any, Any]]]] | None = None,
 ) -> ExecutionPlan:
     """Plan ``dag`` for the member ``member_index`` of ``member_count``.
 
@@ -96,10 +103,14 @@ def build(
     every member: ``remote`` makes the queues to and from the other members
     and their tasklets, and ``partition_owners[p]`` is the member that owns
     partition ``p`` (``p mod member_count`` by default).
+
+    With ``member_snapshots`` the tasklets take part in snapshots; with
+    ``restored``, ``restored[vertex][i]`` is the saved state that local
+    processor ``i`` of ``vertex`` starts from.
     """
     owners = list(partition_owners) if partition_owners is not None else None
     order = dag.validate()
-    parallelism = {v.name: _resolve_parallelism(v, instance) for v in order}
+    parallelism = resolve_parallelism(dag, instance)
     processors: dict[str, list[proc.Processor]] = {}
     contexts: dict[str, list[proc.ProcessorContext]] = {}
     suppliers: list[proc.ProcessorSupplier] = []
@@ -201,13 +212,23 @@ def build(
     for vertex in order:
         for index, processor in enumerate(processors[vertex.name]):
             edges = consumer_queues[vertex.name][index]
-            coalescer = inbound.WatermarkCoalescer(sum(len(q) for _, q in edges))
+            queue_count = sum(len(q) for _, q in edges)
+            coalescer = inbound.WatermarkCoalescer(queue_count)
+            last_priority = max((edge.priority_value for edge, _ in edges), default=0)
+            never_block: set[int] = set()
+            first = 0
+            for edge, source_queues in edges:
+                if edge.priority_value != last_priority:
+                    never_block.update(range(first, first + len(source_queues)))
+                first += len(source_queues)
+            exactly_once = job_config.processing_guarantee is config.ProcessingGuarantee.EXACTLY_ONCE
+            aligner = snapshots.BarrierAligner(queue_count, exactly_once, frozenset(never_block))
             streams = []
             first = 0
             for edge, source_queues in edges:
                 streams.append(
                     inbound.InboundStream(
-                        edge.dest_ordinal, edge.priority_value, source_queues, coalescer, first
+                        edge.dest_ordinal, edge.priority_value, source_queues, coalescer, first, aligner
                     )
                 )
                 first += len(source_queues)
@@ -220,6 +241,11 @@ def build(
                     outbox_mod.Outbox(len(outs)),
                     streams,
                     outs,
+                    vertex_name=vertex.name,
+                    member_snapshots=member_snapshots,
+                    index=len(tasklets),
+                    aligner=aligner,
+                    restored=restored[vertex.name][index] if restored and vertex.name in restored else None,
                 )
             )
     return ExecutionPlan(tasklets, all_queues, suppliers, metas, parallelism, remote)

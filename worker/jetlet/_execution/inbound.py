@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jetlet._execution import queues
+from jetlet._execution import queues, snapshots
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import watermark as wm
 
@@ -87,11 +87,13 @@ class InboundStream:
         source_queues: Sequence[queues.SpscQueue],
         coalescer: WatermarkCoalescer,
         first_queue_index: int,
+        aligner: snapshots.BarrierAligner | None = None,
     ) -> None:
         self.ordinal = ordinal
         self.priority = priority
         self.queues = list(source_queues)
         self._coalescer = coalescer
+        self._aligner = aligner or snapshots.BarrierAligner(first_queue_index + len(self.queues), False)
         self._first = first_queue_index
         self._done = [False] * len(self.queues)
         self._remaining = len(self.queues)
@@ -105,17 +107,20 @@ class InboundStream:
         """Move batches into ``inbox``; return (anything read?, advanced watermark or None).
 
         Stops early when the coalesced watermark advances, so the data that
-        preceded it can be processed before the watermark is.
+        preceded it can be processed before the watermark is, and when a
+        snapshot barrier completes its alignment. A queue whose barrier came
+        is not read while exactly-once alignment blocks it.
         """
         made_progress = False
         count = len(self.queues)
         if count == 0:
             return False, None
         idle_rounds = 0
+        aligner = self._aligner
         while idle_rounds < count and len(inbox) < limit:
             index = self._next
             self._next = (index + 1) % count
-            if self._done[index]:
+            if self._done[index] or aligner.is_blocked(self._first + index):
                 idle_rounds += 1
                 continue
             element = self.queues[index].poll()
@@ -130,13 +135,19 @@ class InboundStream:
             advanced = self._on_control(index, element)
             if advanced is not None:
                 return True, advanced
+            if aligner.aligned:
+                return True, None
         return made_progress, None
 
     def _on_control(self, index: int, element: Any) -> wm.Watermark | None:
         if element is queues.DONE_ITEM:
             self._done[index] = True
             self._remaining -= 1
+            self._aligner.queue_done(self._first + index)
             return self._coalescer.queue_done(self._first + index)
         if type(element) is wm.Watermark:
             return self._coalescer.observe(self._first + index, element)
+        if type(element) is snapshots.SnapshotBarrier:
+            self._aligner.arrived(self._first + index, element)
+            return None
         raise TypeError(f"unexpected control item {element!r} on input {self.ordinal}")

@@ -18,17 +18,31 @@ read from the inputs of the highest priority (lowest number) that still has
 open inputs; when nothing can be read, ``try_process()``. The inbox only ever
 holds items of one ordinal.
 
-Snapshot barriers will travel the queues as control items beside
-watermarks; ``_on_control`` in :mod:`jetlet._execution.inbound` is where they
-are recognised.
+Snapshots (:mod:`jetlet._execution.snapshots`) add two detours. A job
+that starts from a snapshot first gives the processor its share of the
+saved state (``restore_from_snapshot`` in inbox-sized batches, then
+``finish_snapshot_restore`` until True). And a snapshot is taken when the
+barrier is aligned on every input (in ``PROCESS_INPUT``, once the inbox and
+any pending watermark are handled) or, for a tasklet without open inputs,
+when the coordinator has requested one newer than its last (in
+``COMPLETE``, before ``complete()`` is called again)::
+
+    SAVE (save_to_snapshot until True; its entries are collected) ──>
+    PREPARE (snapshot_commit_prepare until True) ──> the barrier goes out
+
+after which the tasklet returns to the state it left. Before any other
+work, a tasklet runs the second phase (``snapshot_commit_finish``) of a
+snapshot the coordinator has declared complete or failed. After a terminal
+snapshot's barrier a tasklet without inputs emits nothing more.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import Any
 
-from jetlet._execution import inbound, outbound, queues
+from jetlet._execution import inbound, outbound, queues, snapshots
 from jetlet._execution.progress import ProgressState, Tasklet
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
@@ -43,7 +57,10 @@ _MADE_PROGRESS = ProgressState.MADE_PROGRESS
 
 
 class _State(enum.Enum):
+    RESTORE = "RESTORE"
     PROCESS_INPUT = "PROCESS_INPUT"
+    SNAPSHOT = "SNAPSHOT"
+    HALTED = "HALTED"
     COMPLETE = "COMPLETE"
     EMIT_DONE = "EMIT_DONE"
     SEND_DONE = "SEND_DONE"
@@ -61,6 +78,11 @@ class ProcessorTasklet(Tasklet):
         outbox: outbox_mod.Outbox,
         inbound_streams: Sequence[inbound.InboundStream],
         collectors: Sequence[outbound.OutboundCollector],
+        vertex_name: str = "",
+        member_snapshots: snapshots.MemberSnapshots | None = None,
+        index: int = 0,
+        aligner: snapshots.BarrierAligner | None = None,
+        restored: Sequence[tuple[Any, Any]] | None = None,
     ) -> None:
         if outbox.bucket_count() != len(collectors):
             raise ValueError(f"{name}: {outbox.bucket_count()} outbox buckets for {len(collectors)} edges")
@@ -79,6 +101,19 @@ class ProcessorTasklet(Tasklet):
         self._edges_to_complete: list[int] = []
         self._completed_ordinals: set[int] = set()
         self._state = _State.PROCESS_INPUT if self._groups else _State.COMPLETE
+        self.vertex_name = vertex_name or name
+        self._snapshots = member_snapshots
+        self._index = index
+        self._aligner = aligner
+        self._snapshot_id = member_snapshots.requested.snapshot_id if member_snapshots is not None else 0
+        self._commit_id = self._snapshot_id
+        self._saving: snapshots.SnapshotBarrier | None = None
+        self._saved: list[tuple[Any, Any]] = []
+        self._saving_phase = 0
+        self._resume_state = self._state
+        self._restored = list(restored) if restored is not None else None
+        if self._restored is not None:
+            self._state = _State.RESTORE
         self._closed = False
         self.received_count = 0
         self.emitted_count = 0
@@ -105,10 +140,23 @@ class ProcessorTasklet(Tasklet):
         moved, clear = self._deliver()
         if not clear:
             return _MADE_PROGRESS if moved else _NO_PROGRESS
+        member_snapshots = self._snapshots
+        if member_snapshots is not None and member_snapshots.commit_id > self._commit_id:
+            if not self.processor.snapshot_commit_finish(member_snapshots.commit_success):
+                return _MADE_PROGRESS if moved else _NO_PROGRESS
+            self._commit_id = member_snapshots.commit_id
+            member_snapshots.committed(self._commit_id, self._index)
+            moved = True
         if state is _State.PROCESS_INPUT:
             progressed = self._process_input()
         elif state is _State.COMPLETE:
             progressed = self._complete()
+        elif state is _State.SNAPSHOT:
+            progressed = self._take_snapshot()
+        elif state is _State.RESTORE:
+            progressed = self._restore()
+        elif state is _State.HALTED:
+            return _MADE_PROGRESS if moved else _NO_PROGRESS
         elif state is _State.EMIT_DONE:  # what complete() emitted is delivered: now the markers
             for collector in self._collectors:
                 collector.push_control(queues.DONE_ITEM)
@@ -166,6 +214,11 @@ class ProcessorTasklet(Tasklet):
             return len(inbox) != before
         if self._pending_watermark is not None:
             return self._process_watermark(self._pending_watermark)
+        aligner = self._aligner
+        if aligner is not None and aligner.aligned:
+            assert aligner.barrier is not None
+            self._begin_snapshot(aligner.barrier)
+            return True
         if self._edges_to_complete:
             ordinal = self._edges_to_complete[0]
             if processor.complete_edge(ordinal):
@@ -233,6 +286,12 @@ class ProcessorTasklet(Tasklet):
 
     # -- COMPLETE and END --------------------------------------------------
     def _complete(self) -> bool:
+        member_snapshots = self._snapshots
+        if member_snapshots is not None:
+            requested = member_snapshots.requested
+            if requested.snapshot_id > self._snapshot_id:
+                self._begin_snapshot(requested)
+                return True
         if self.processor.complete():
             self._state = _State.EMIT_DONE
             return True
@@ -242,7 +301,62 @@ class ProcessorTasklet(Tasklet):
         """Close the processor once (also after failure or cancellation)."""
         if not self._closed:
             self._closed = True
+            if self._snapshots is not None:
+                self._snapshots.tasklet_ended(self._index, self._snapshot_id)
             self.processor.close()
+
+    # -- RESTORE and SNAPSHOT ------------------------------------------------
+    def _restore(self) -> bool:
+        restored = self._restored
+        if restored:
+            inbox = self.inbox
+            inbox.add_batch(restored[:INBOX_LIMIT])
+            del restored[:INBOX_LIMIT]
+            self.processor.restore_from_snapshot(inbox)
+            if inbox:
+                raise RuntimeError(f"{self.name}: restore_from_snapshot() left {len(inbox)} entries unread")
+            return True
+        if not self.processor.finish_snapshot_restore():
+            return False
+        self._restored = None
+        self._state = _State.PROCESS_INPUT if self._groups else _State.COMPLETE
+        return True
+
+    def _begin_snapshot(self, barrier: snapshots.SnapshotBarrier) -> None:
+        self._saving = barrier
+        self._saving_phase = 0
+        self._saved = []
+        self._resume_state = self._state
+        self._state = _State.SNAPSHOT
+
+    def _take_snapshot(self) -> bool:
+        barrier = self._saving
+        assert barrier is not None
+        processor = self.processor
+        if self._saving_phase == 0:
+            done = processor.save_to_snapshot()
+            bucket = self.outbox.snapshot_bucket
+            if bucket:
+                self._saved.extend(bucket)
+                bucket.clear()
+            if done:  # what it emitted goes out before the barrier: the next call delivers it first
+                self._saving_phase = 1
+            return True
+        if not processor.snapshot_commit_prepare():
+            return False
+        for collector in self._collectors:
+            collector.push_control(barrier)
+        self._snapshot_id = barrier.snapshot_id
+        self._saving = None
+        if self._aligner is not None:
+            self._aligner.reset()
+        self._state = self._resume_state
+        if barrier.terminal and not self._groups:
+            self._state = _State.HALTED
+        if self._snapshots is not None:
+            self._snapshots.saved(barrier.snapshot_id, self._index, self.vertex_name, self._saved)
+        self._saved = []
+        return True
 
     def __repr__(self) -> str:
         return f"ProcessorTasklet({self.name!r}, {self._state.value})"

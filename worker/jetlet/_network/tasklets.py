@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from jetlet._execution import queues
+from jetlet._execution import queues, snapshots
 from jetlet._execution.progress import ProgressState, Tasklet
 from jetlet._network import flow_control, serialization
 from jetlet._network.frames import MessageType
@@ -45,6 +45,7 @@ from jetlet.core import watermark as wm
 DATA = 0
 WATERMARK = 1
 DONE = 2
+BARRIER = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -154,6 +155,8 @@ class SenderTasklet(Tasklet):
                     break
                 elif isinstance(element, wm.Watermark):
                     chunks.append((producer, consumer, WATERMARK, element.timestamp))
+                elif type(element) is snapshots.SnapshotBarrier:
+                    chunks.append((producer, consumer, BARRIER, [element.snapshot_id, element.terminal]))
                 else:
                     raise TypeError(f"{self.name}: cannot send control item {element!r}")
         if chunks:
@@ -252,6 +255,8 @@ class ReceiverTasklet(Tasklet):
                     return moved, False
             elif kind == WATERMARK:
                 queue.offer_control(wm.Watermark(payload))
+            elif kind == BARRIER:
+                queue.offer_control(snapshots.SnapshotBarrier(int(payload[0]), bool(payload[1])))
             else:
                 queue.offer_control(queues.DONE_ITEM)
                 pending.popleft()

@@ -199,6 +199,11 @@ class ProcessorMetaSupplier(abc.ABC):
     every member, and the supplier it returns is sent to that member.
     """
 
+    @property
+    def is_total_parallelism_one(self) -> bool:
+        """True if the vertex runs as one processor in the whole cluster (on the first member)."""
+        return False
+
     def preferred_local_parallelism(self) -> int:
         """The vertex's local parallelism when the vertex sets none; -1 for the default."""
         return -1
@@ -255,6 +260,10 @@ class _TotalParallelismOne(ProcessorMetaSupplier):
 
     def preferred_local_parallelism(self) -> int:
         return 1
+
+    @property
+    def is_total_parallelism_one(self) -> bool:
+        return True
 
     def get(self, member_index: int) -> ProcessorSupplier:
         return self.supplier if member_index == 0 else ProcessorSupplier.of(Processor)

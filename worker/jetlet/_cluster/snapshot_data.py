@@ -1,0 +1,155 @@
+"""Snapshot data: a member's saved state as checked chunks in the grid, and back.
+
+When a member's part of snapshot ``N`` is complete it holds, per vertex, the
+``(key, value)`` entries its processors saved. :func:`chunks_of` splits them
+by where they must be restored (:mod:`jetlet.core.snapshot_keys`): entries of
+ordinary keys by partition, broadcast entries (and every entry of a vertex
+that runs as one processor in the whole cluster) together. Each chunk is
+pickled and framed as ``magic, version, entry count, CRC-32, length,
+payload``, so that a truncated or corrupted chunk is detected when it is
+read, never restored from silently.
+
+In the grid a snapshot is two maps: ``<prefix>/data`` holds partition
+chunks under the partition they belong to, keyed ``(vertex, member)``;
+``<prefix>/broadcast`` holds the broadcast chunks, which every member reads
+whole. :func:`route` turns what a member read back into each local
+processor's share.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import cloudpickle
+
+from jetlet import errors
+from jetlet.core import snapshot_keys
+
+Entries = list[tuple[Any, Any]]
+
+_MAGIC = b"JLSN"
+_VERSION = 1
+_HEADER = struct.Struct(">4sHIII")  # magic, version, entry count, crc32, payload length
+
+
+class SnapshotDataError(errors.JetletError):
+    """Snapshot data is missing, truncated, corrupted or does not fit the job."""
+
+
+def encode(entries: Entries) -> bytes:
+    """One chunk: the entries pickled, behind a header with their count and checksum."""
+    try:
+        payload = pickle.dumps(entries, protocol=5)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        payload = cloudpickle.dumps(entries, protocol=5)
+    return _HEADER.pack(_MAGIC, _VERSION, len(entries), zlib.crc32(payload), len(payload)) + payload
+
+
+def decode(chunk: bytes, where: str) -> Entries:
+    """The entries of a chunk; :class:`SnapshotDataError` naming ``where`` if it is damaged."""
+    if not isinstance(chunk, bytes | bytearray) or len(chunk) < _HEADER.size:
+        raise SnapshotDataError(
+            f"snapshot chunk {where} is truncated: {len(chunk)} bytes, no complete header"
+        )
+    magic, version, count, crc, length = _HEADER.unpack_from(chunk)
+    if magic != _MAGIC:
+        raise SnapshotDataError(f"snapshot chunk {where} is not jetlet snapshot data (magic {magic!r})")
+    if version != _VERSION:
+        raise SnapshotDataError(f"snapshot chunk {where} has format version {version}, expected {_VERSION}")
+    payload = bytes(chunk[_HEADER.size :])
+    if len(payload) != length:
+        raise SnapshotDataError(
+            f"snapshot chunk {where} is truncated: {len(payload)} of {length} payload bytes"
+        )
+    if zlib.crc32(payload) != crc:
+        raise SnapshotDataError(f"snapshot chunk {where} is corrupted: its checksum does not match")
+    entries: Entries = pickle.loads(payload)
+    if not isinstance(entries, list) or len(entries) != count:
+        raise SnapshotDataError(
+            f"snapshot chunk {where} holds {len(entries)} entries, its header says {count}"
+        )
+    return entries
+
+
+def chunks_of(
+    entries_by_vertex: Mapping[str, Entries], partition_count: int, single_processor: Iterable[str]
+) -> tuple[dict[int, list[tuple[str, bytes]]], list[tuple[str, bytes]], dict[str, int]]:
+    """Split a member's part into ``(partition chunks, broadcast chunks, entry count per vertex)``.
+
+    ``single_processor`` names the vertices that run as one processor in the
+    whole cluster: all their state is broadcast (that processor gets all).
+    """
+    singles = set(single_processor)
+    by_partition: dict[int, list[tuple[str, bytes]]] = {}
+    broadcast: list[tuple[str, bytes]] = []
+    counts: dict[str, int] = {}
+    for vertex, entries in entries_by_vertex.items():
+        counts[vertex] = len(entries)
+        if vertex in singles:
+            broadcast.append((vertex, encode(entries)))
+            continue
+        split: dict[int | None, Entries] = {}
+        for entry in entries:
+            split.setdefault(snapshot_keys.partition_or_broadcast(entry[0], partition_count), []).append(
+                entry
+            )
+        for partition, part in split.items():
+            if partition is None:
+                broadcast.append((vertex, encode(part)))
+            else:
+                by_partition.setdefault(partition, []).append((vertex, encode(part)))
+    return by_partition, broadcast, counts
+
+
+def route(
+    partition_chunks: Mapping[int, Mapping[Any, bytes]],
+    broadcast_chunks: Mapping[Any, bytes],
+    parallelism: Mapping[str, int],
+    single_processor: Iterable[str],
+    member_index: int,
+) -> tuple[dict[str, list[Entries]], dict[str, int]]:
+    """Each local processor's share: ``(state[vertex][local index], entries read per vertex)``.
+
+    ``partition_chunks[p]`` holds this member's partitions' chunks keyed
+    ``(vertex, saving member)``; partition ``p`` goes to local processor
+    ``p % local parallelism``. Broadcast chunks go to every processor of
+    their vertex, except that a single-processor vertex's go to member 0's
+    processor only. State of a vertex the job does not have is counted
+    under its name, and left out.
+    """
+    singles = set(single_processor)
+    state: dict[str, list[Entries]] = {v: [[] for _ in range(n)] for v, n in parallelism.items()}
+    counts: dict[str, int] = {}
+    for partition, chunks in partition_chunks.items():
+        for key, chunk in chunks.items():
+            vertex = _vertex_of(key)
+            entries = decode(chunk, f"{vertex!r} partition {partition}")
+            counts[vertex] = counts.get(vertex, 0) + len(entries)
+            shares = state.get(vertex)
+            if shares:
+                shares[partition % len(shares)].extend(entries)
+    for key, chunk in broadcast_chunks.items():
+        vertex = _vertex_of(key)
+        entries = decode(chunk, f"{vertex!r} (state of every processor)")
+        shares = state.get(vertex)
+        if vertex in singles:
+            if member_index == 0:
+                counts[vertex] = counts.get(vertex, 0) + len(entries)
+                if shares:
+                    shares[0].extend(entries)
+            continue
+        if member_index == 0:  # counted once in the cluster, although every member reads it
+            counts[vertex] = counts.get(vertex, 0) + len(entries)
+        for share in shares or []:
+            share.extend(entries)
+    return state, counts
+
+
+def _vertex_of(key: Any) -> str:
+    if not (isinstance(key, Sequence) and len(key) == 2 and isinstance(key[0], str)):
+        raise SnapshotDataError(f"snapshot data has a chunk under a malformed key {key!r}")
+    return key[0]
