@@ -19,6 +19,8 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.edge",
     "jetlet.core.partitioning",
     "jetlet.core.snapshot_writer",
+    "jetlet.core.snapshot_keys",
+    "jetlet._cluster.grid",
     "jetlet.testing",
     "jetlet.core.processors.hash_join",
     "jetlet.core.processors.session",

@@ -184,8 +184,8 @@ def test_suspend_resume_and_restart_stop_and_start_the_execution(cluster: Any) -
         job.join(30)
 
 
-def test_a_member_that_dies_fails_its_jobs_naming_it() -> None:
-    # given a separate cluster (this test kills a member) running an endless job
+def test_a_member_that_dies_restarts_its_jobs_on_the_members_left_or_suspends_them() -> None:
+    # given a separate cluster (this test kills a member) running two endless jobs
     import os
     import signal
 
@@ -196,13 +196,23 @@ def test_a_member_that_dies_fails_its_jobs_naming_it() -> None:
         p.read_from(Sources.stream_from_generator(_endless)).without_timestamps().rebalance().write_to(
             Sinks.noop()
         )
-        job = client.new_job(p)
-        wait_for(lambda: job.status is jetlet.JobStatus.RUNNING, "running")
+        scaling = client.new_job(p)
+        fixed = client.new_job(p, jetlet.JobConfig(auto_scaling=False))
+        wait_for(lambda: scaling.status is jetlet.JobStatus.RUNNING, "running")
+        wait_for(lambda: fixed.status is jetlet.JobStatus.RUNNING, "running")
         # when the third member's process is killed
         os.kill(client.pids[2], signal.SIGKILL)
-        # then the job fails and says which member left
-        with pytest.raises(jetlet.JobFailedError, match="member m3 left the cluster"):
-            job.join(30)
+        # then the auto-scaling job runs again on the two members left
+        wait_for(
+            lambda: scaling.status is jetlet.JobStatus.RUNNING
+            and {name.split("/")[0] for name in scaling.metrics()} == {"m1", "m2"},
+            "the job to run on m1 and m2 only",
+        )
+        # and the other is suspended, saying which member left
+        wait_for(lambda: fixed.status is jetlet.JobStatus.SUSPENDED, "suspended")
+        assert "member m3 left the cluster" in fixed.suspension_cause
+        scaling.cancel()
+        fixed.cancel()
 
 
 def test_split_brain_protection_keeps_a_minority_from_running_the_job() -> None:

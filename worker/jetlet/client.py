@@ -464,7 +464,7 @@ class RemoteJob(job.Job):
 
     @property
     def snapshot(self) -> dict[str, Any]:
-        """The last complete snapshot: ``id``, ``time``, ``bytes``, ``entries``, ``duration_ms``; and ``count``."""
+        """The last complete snapshot (``id``, ``time``, ``bytes``, ``entries``; ``count``)."""
         found: dict[str, Any] = self._refresh().get("snapshot", {})
         return found
 
@@ -473,7 +473,7 @@ class RemoteJob(job.Job):
         return self._export(name, cancel=False)
 
     def cancel_and_export_snapshot(self, name: str) -> dict[str, Any]:
-        """Save the job's state as the snapshot ``name``, then cancel the job (nothing runs after the snapshot)."""
+        """Save the job's state as the snapshot ``name``, then cancel the job (nothing runs after it)."""
         return self._export(name, cancel=True)
 
     def _export(self, name: str, cancel: bool) -> dict[str, Any]:

@@ -105,7 +105,7 @@ class JobConfig:
     initial_snapshot_name: str | None = None
     """Start from this exported snapshot (its stateful stages are matched by name)."""
     allow_dropping_state: bool = False
-    """Start from a snapshot even if it holds state of stages this job no longer has (that state is dropped)."""
+    """Start from a snapshot that holds state of stages this job lacks (that state is dropped)."""
     timeout_millis: int = 0
     """Cancel the job after this long; 0 means never."""
     max_processor_accumulated_records: int = -1

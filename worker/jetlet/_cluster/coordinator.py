@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 30.0
 SNAPSHOT_TIMEOUT_S = 120.0
+METRICS_TIMEOUT_S = 2.0
+"""Metrics are best effort: a member that does not answer in time is left out."""
 _JOBS_MAP = "jobs"
 _EXPORTED_PREFIX = "exported-meta/"
 TERMINAL = {job.JobStatus.COMPLETED.value, job.JobStatus.FAILED.value}
@@ -266,12 +268,11 @@ class ClusterJobService:
         with self._lock:
             affected = [j for j in self._jobs.values() if peer in j.members and j.status not in TERMINAL]
         for coordinated in affected:
-            self._after_member_loss(coordinated, peer)
+            self._after_member_loss(coordinated, f"member {peer} left the cluster while the job ran")
             self._member_done(coordinated, coordinated.execution_id, peer, {})
 
-    def _after_member_loss(self, coordinated: _CoordinatedJob, peer: str) -> None:
-        """Restart the job on the members left (from its last snapshot), or suspend it without auto-scaling."""
-        reason = f"member {peer} left the cluster while the job ran"
+    def _after_member_loss(self, coordinated: _CoordinatedJob, reason: str) -> None:
+        """Restart the job on the members left, from its last snapshot; without auto-scaling, suspend it."""
         if coordinated.status == job.JobStatus.SUSPENDED.value:
             return
         if not coordinated.config.get("auto_scaling", True):
@@ -282,8 +283,28 @@ class ClusterJobService:
         log.warning("job %s: %s; restarting it on the members left", coordinated.name, reason)
         self._stop(coordinated, "restart", reason)
 
+    def _retry_without_unreachable(self, coordinated: _CoordinatedJob, execution_id: int) -> bool:
+        """A member went away while the execution started: start it again without that member."""
+        before = set(self._lost)
+        self._mark_unreachable(coordinated.members)
+        if self._lost == before or not self._live_members():
+            return False
+        with self._lock:
+            self._executions.pop(execution_id, None)
+        for member in coordinated.members:
+            self._send_control(member, {"job_op": "forget", "job_id": execution_id})
+        self._start_execution(coordinated)
+        return True
+
+    def _mark_unreachable(self, members: Sequence[str]) -> None:
+        """Count the members this coordinator has no connection to as lost."""
+        with self._lock:
+            for member in members:
+                if member != self.member_name and not self.transport.is_connected(member):
+                    self._lost.add(member)
+
     def on_members_changed(self, names: Sequence[str]) -> None:
-        """The member list changed: jobs with auto-scaling use a new member after ``scale_up_delay_millis``."""
+        """Members changed: auto-scaling jobs use a new member after ``scale_up_delay_millis``."""
         if self._closed or not self._is_coordinator():
             return
         with self._lock:
@@ -586,6 +607,7 @@ class ClusterJobService:
         if error is not None:
             body["error"] = _format_error(error)
             body["cancelled"] = isinstance(error, errors.JobCancelledError)
+            body["topology"] = _is_topology_error(error)
         self._send_control(member_job.coordinator, body)
 
     def _op_cancel(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -627,7 +649,14 @@ class ClusterJobService:
             coordinated = self._executions.get(execution_id)
         if coordinated is None:
             return {}
-        if "error" in body and not body.get("cancelled"):
+        if "error" in body and body.get("topology"):
+            # a member lost its connection to another: the job restarts (or suspends), it does not fail
+            if coordinated.stopping is None:
+                self._mark_unreachable(coordinated.members)
+                self._after_member_loss(
+                    coordinated, "a member lost its connection to another while the job ran"
+                )
+        elif "error" in body and not body.get("cancelled"):
             first_line = body["error"].strip().splitlines()[-1] if body["error"].strip() else "failed"
             self._fail(coordinated, f"job failed on member {body['member']}: {first_line}", body["error"])
         self._member_done(coordinated, execution_id, body["member"], body.get("metrics", {}))
@@ -754,6 +783,9 @@ class ClusterJobService:
                 restored_counts[vertex] = restored_counts.get(vertex, 0) + count
         if source is not None and not init_errors:
             init_errors += _incomplete_restore(source, restored_counts)
+        unreachable = any("is not connected" in e for e in init_errors)
+        if unreachable and self._retry_without_unreachable(coordinated, execution_id):
+            return
         if init_errors:
             text = "\n".join(init_errors)
             with self._lock:
@@ -1019,7 +1051,8 @@ class ClusterJobService:
                 raise errors.JetletError(f"job {coordinated.name!r}: the snapshot failed: {problem}")
         elif coordinated.status != job.JobStatus.SUSPENDED.value:
             raise errors.JetletError(
-                f"job {coordinated.name!r} is {coordinated.status}: only a running or suspended job can export"
+                f"job {coordinated.name!r} is {coordinated.status}: "
+                "only a running or suspended job can export"
             )
         source = coordinated.last_snapshot
         if source is None:
@@ -1098,7 +1131,7 @@ class ClusterJobService:
         calls = {m: self._call(m, "metrics", job_id=coordinated.execution_id) for m in running}
         for member, call in calls.items():
             try:
-                per_member[member] = call.result(RPC_TIMEOUT_S).get("value", {})
+                per_member[member] = call.result(METRICS_TIMEOUT_S).get("value", {})
             except concurrent.futures.TimeoutError:
                 continue
         merged = {
@@ -1214,6 +1247,17 @@ def _member_metrics(member_job: _MemberJob) -> dict[str, dict[str, int]]:
     return values
 
 
+def _is_topology_error(error: BaseException | None) -> bool:
+    """Whether a failure comes from a lost connection to another member (a restart, not a job failure)."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, PeerUnavailableError):
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False
+
+
 def _snapshot_summary(last: Mapping[str, Any] | None, count: int) -> dict[str, Any]:
     if last is None:
         return {"count": count}
@@ -1245,7 +1289,8 @@ def _incomplete_restore(source: Mapping[str, Any], restored: Mapping[str, int]) 
     """Vertices whose restored entries do not add up to what the snapshot stored."""
     label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
     return [
-        f"{label} is incomplete: stage {vertex!r} stored {count} entries but {restored.get(vertex, 0)} were found"
+        f"{label} is incomplete: stage {vertex!r} stored {count} entries "
+        f"but {restored.get(vertex, 0)} were found"
         for vertex, count in sorted(source["counts"].items())
         if restored.get(vertex, 0) != count
     ]

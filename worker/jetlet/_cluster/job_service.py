@@ -75,7 +75,7 @@ class JobRecord:
     suspension_cause: str = ""
     """Why a ``SUSPENDED`` job is suspended."""
     snapshot: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The last complete snapshot (``id``, ``time``, ``bytes``, ``entries``, ``duration_ms``) and ``count``."""
+    """The last complete snapshot (``id``, ``time``, ``bytes``, ``entries``, ``duration_ms``), ``count``."""
 
     @property
     def id_string(self) -> str:

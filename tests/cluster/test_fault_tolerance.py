@@ -1,0 +1,254 @@
+"""Fault tolerance on a real 3-member local cluster: member deaths, a member joining, the job lifecycle.
+
+Every job reads a replayable, paced source and writes with the two-phase
+file sink, so what is committed is exactly what the job produced once. The
+failure is injected at a moment drawn from a seeded random generator (the
+seed is in the test's name), and the committed output is compared with a
+plain-Python computation over the same input: for EXACTLY_ONCE equal as a
+multiset (nothing lost, nothing duplicated); for AT_LEAST_ONCE every
+expected item present, duplicates counted and reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import os
+import pathlib
+import random
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import jetlet
+from jetlet import AggregateOperations, JobConfig, ProcessingGuarantee
+from jetlet.client import Client, RequestRefusedError
+from jetlet.local_cluster import local_cluster
+from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
+from jetlet.testing import wait_until
+
+FAST_FAILURE = ["--heartbeat-interval-millis", "100", "--failure-timeout-millis", "1500"]
+KEYS = 7
+RATE = 4000
+COUNT = 16000  # four seconds of input
+WINDOW_MS = 500
+
+
+def _event(seq: int) -> tuple[int, int]:
+    return (seq % KEYS, seq)
+
+
+def _windowed_count(out: str) -> Pipeline:
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        .with_timestamps(lambda event: event[1], 0)
+        .grouping_key(lambda event: event[0])
+        .window(WindowDefinition.tumbling(WINDOW_MS))
+        .aggregate(AggregateOperations.counting())
+        .map(lambda result: (result.key, result.end, result.result))
+        .write_to(Sinks.files(out))
+    )
+    return p
+
+
+def _windowed_reference() -> collections.Counter[tuple[int, int, int]]:
+    counts = collections.Counter((seq % KEYS, (seq // WINDOW_MS + 1) * WINDOW_MS) for seq in range(COUNT))
+    return collections.Counter((key, end, count) for (key, end), count in counts.items())
+
+
+def _running_total(state: list[int], key: int, event: tuple[int, int]) -> tuple[int, int, int]:
+    state[0] += event[1]
+    return (event[0], event[1], state[0])
+
+
+def _stateful_map(out: str) -> Pipeline:
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        .without_timestamps()
+        .grouping_key(lambda event: event[0])
+        .map_stateful(lambda: [0], _running_total)
+        .write_to(Sinks.files(out))
+    )
+    return p
+
+
+def _stateful_reference() -> collections.Counter[tuple[int, int, int]]:
+    totals = [0] * KEYS
+    expected: collections.Counter[tuple[int, int, int]] = collections.Counter()
+    for seq in range(COUNT):
+        totals[seq % KEYS] += seq
+        expected[(seq % KEYS, seq, totals[seq % KEYS])] += 1
+    return expected
+
+
+def _committed(directory: pathlib.Path) -> collections.Counter[Any]:
+    """The committed output: every line of every visible file (temporary files start with a dot)."""
+    found: collections.Counter[Any] = collections.Counter()
+    for path in directory.iterdir():
+        if path.is_file() and not path.name.startswith("."):
+            for line in path.read_text().splitlines():
+                found[ast.literal_eval(line)] += 1
+    return found
+
+
+def _config(guarantee: ProcessingGuarantee, **more: Any) -> JobConfig:
+    return JobConfig(processing_guarantee=guarantee, snapshot_interval_millis=200, **more)
+
+
+def _wait_for_snapshot(client: Client, job: Any, at_least: int = 1) -> None:
+    wait_until(lambda: job.snapshot.get("count", 0) >= at_least, "a complete snapshot", 30)
+
+
+def _run_with_kill(
+    tmp_path: pathlib.Path,
+    build: Callable[[str], Pipeline],
+    guarantee: ProcessingGuarantee,
+    seed: int,
+    victim: int,
+    during_snapshot: bool = False,
+) -> collections.Counter[Any]:
+    out = tmp_path / "out"
+    rng = random.Random(seed)
+    with local_cluster(3, FAST_FAILURE) as client:
+        survivor = Client(client.addresses[1 if victim == 0 else 0], client.token)
+        job = client.new_job(build(str(out)), _config(guarantee))
+        _wait_for_snapshot(client, job)
+        if during_snapshot:  # kill while the next snapshot is being taken
+            taken = job.snapshot["count"]
+            wait_until(lambda: job.snapshot.get("count", 0) > taken, "the next snapshot", 30)
+            time.sleep(rng.uniform(0.0, 0.2))
+        else:
+            time.sleep(rng.uniform(0.2, 2.0))
+        os.kill(client.pids[victim], signal.SIGKILL)
+        handle = survivor.get_job(job.id)
+        assert handle is not None
+        handle.join(120)
+        assert handle.status is jetlet.JobStatus.COMPLETED
+    return _committed(out)
+
+
+@pytest.mark.parametrize("seed", [11, 23])
+def test_exactly_once_windowed_count_survives_a_member_killed_mid_job(
+    tmp_path: pathlib.Path, seed: int
+) -> None:
+    found = _run_with_kill(tmp_path, _windowed_count, ProcessingGuarantee.EXACTLY_ONCE, seed, victim=2)
+    assert found == _windowed_reference()
+
+
+def test_exactly_once_stateful_map_survives_a_member_killed_mid_job(tmp_path: pathlib.Path) -> None:
+    found = _run_with_kill(tmp_path, _stateful_map, ProcessingGuarantee.EXACTLY_ONCE, 5, victim=1)
+    assert found == _stateful_reference()
+
+
+def test_exactly_once_survives_a_member_killed_during_a_snapshot(tmp_path: pathlib.Path) -> None:
+    found = _run_with_kill(
+        tmp_path, _windowed_count, ProcessingGuarantee.EXACTLY_ONCE, 7, victim=2, during_snapshot=True
+    )
+    assert found == _windowed_reference()
+
+
+def test_exactly_once_survives_the_coordinator_killed(tmp_path: pathlib.Path) -> None:
+    found = _run_with_kill(tmp_path, _stateful_map, ProcessingGuarantee.EXACTLY_ONCE, 13, victim=0)
+    assert found == _stateful_reference()
+
+
+def test_at_least_once_loses_nothing_and_reports_its_duplicates(tmp_path: pathlib.Path) -> None:
+    found = _run_with_kill(tmp_path, _stateful_map, ProcessingGuarantee.AT_LEAST_ONCE, 17, victim=2)
+    expected = _stateful_reference()
+    missing = expected - found
+    duplicates = sum((found - expected).values())
+    print(f"at-least-once after a member's death: {duplicates} duplicates of {sum(expected.values())} items")
+    assert not missing
+    assert set(found) == set(expected)
+
+
+def test_a_member_that_joins_takes_part_and_the_results_stay_exact(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    args = [*FAST_FAILURE, "--scale-up-delay-millis", "300"]
+    with local_cluster(2, args) as client:
+        job = client.new_job(_windowed_count(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job)
+        assert client.add_member is not None
+        client.add_member()
+        wait_until(lambda: len(client.cluster().members) == 3, "the third member to join", 30)
+        job.join(120)
+        metrics = job.metrics()
+        assert any(name.startswith("m3/") for name in metrics), "the job never ran on the member that joined"
+    assert _committed(out) == _windowed_reference()
+
+
+def test_suspend_resume_restart_and_export_keep_the_state(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    with local_cluster(3, FAST_FAILURE) as client:
+        job = client.new_job(_stateful_map(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job)
+        job.suspend()
+        assert job.status is jetlet.JobStatus.SUSPENDED
+        assert job.suspension_cause == "suspended by the user"
+        exported = job.export_snapshot("while-suspended")
+        assert exported["name"] == "while-suspended" and sum(exported["counts"].values()) > 0
+        job.resume()
+        _wait_for_snapshot(client, job, job.snapshot["count"] + 1)
+        job.restart()
+        job.join(120)
+        names = [s["name"] for s in client.list_snapshots()]
+        assert names == ["while-suspended"]
+        client.delete_snapshot("while-suspended")
+        assert client.list_snapshots() == []
+    assert _committed(out) == _stateful_reference()
+
+
+def _upgraded_stateful_map(out: str) -> Pipeline:
+    """New code for the same job: the stateful stage keeps its name, the output gains a marker."""
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        .without_timestamps()
+        .grouping_key(lambda event: event[0])
+        .map_stateful(lambda: [0], _running_total)
+        .map(lambda triple: (*triple, "v2"))
+        .write_to(Sinks.files(out))
+    )
+    return p
+
+
+def test_a_job_upgraded_to_new_code_starts_from_the_exported_state(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    with local_cluster(3, FAST_FAILURE) as client:
+        job = client.new_job(_stateful_map(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job)
+        job.cancel_and_export_snapshot("upgrade")
+        assert job.status is jetlet.JobStatus.FAILED
+        upgraded = client.new_job(
+            _upgraded_stateful_map(str(out)),
+            _config(ProcessingGuarantee.EXACTLY_ONCE, initial_snapshot_name="upgrade"),
+        )
+        upgraded.join(120)
+    found = _committed(out)
+    old = collections.Counter({item: n for item, n in found.items() if len(item) == 3})
+    new = collections.Counter({item[:3]: n for item, n in found.items() if len(item) == 4})
+    assert old + new == _stateful_reference()
+    assert old and new
+
+
+def test_a_snapshot_of_another_job_is_refused_naming_the_stage(tmp_path: pathlib.Path) -> None:
+    with local_cluster(2, FAST_FAILURE) as client:
+        job = client.new_job(_stateful_map(str(tmp_path / "a")), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job)
+        job.cancel_and_export_snapshot("stateful")
+        other = client.new_job(
+            _windowed_count(str(tmp_path / "b")),
+            _config(ProcessingGuarantee.EXACTLY_ONCE, initial_snapshot_name="stateful"),
+        )
+        with pytest.raises(jetlet.JobFailedError, match="holds state of stage 'map-stateful-keyed'"):
+            other.join(60)
+        with pytest.raises(RequestRefusedError, match="no snapshot named 'missing'"):
+            client.new_job(
+                _windowed_count(str(tmp_path / "c")),
+                _config(ProcessingGuarantee.EXACTLY_ONCE, initial_snapshot_name="missing"),
+            )
