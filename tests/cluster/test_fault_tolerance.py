@@ -125,6 +125,7 @@ def _run_with_kill(
         else:
             time.sleep(rng.uniform(0.2, 2.0))
         os.kill(client.pids[victim], signal.SIGKILL)
+        wait_until(lambda: survivor.get_job(job.id) is not None, "the job to be known after the kill", 30)
         handle = survivor.get_job(job.id)
         assert handle is not None
         handle.join(120)

@@ -387,6 +387,8 @@ class ClusterJobService:
             table = self._table
             if table is not None and list(table.members) == members:
                 return table
+            if table is None and self.grid.table is not None:  # taking over: start from the grid's table
+                table = self.grid.table.partitions
             table = partition_table.PartitionTable.assign(
                 members, self.instance.config.partition_count, table
             )

@@ -1,0 +1,241 @@
+"""Snapshot barriers in the engine: alignment, the member's snapshot context, the tasklet's detour.
+
+The tasklet tests drive a real :class:`ProcessorTasklet` over real queues by
+hand, so the order in which items and barriers meet is chosen exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from jetlet import config
+from jetlet._execution import inbound, outbound, queues, snapshots
+from jetlet._execution.processor_tasklet import ProcessorTasklet
+from jetlet.core import edge as edge_mod
+from jetlet.core import inbox as inbox_mod
+from jetlet.core import outbox as outbox_mod
+from jetlet.core import processor as proc
+from jetlet.testing import wait_until
+
+Barrier = snapshots.SnapshotBarrier
+
+
+def test_exactly_once_holds_back_a_queue_whose_barrier_came_until_every_queue_has_it() -> None:
+    aligner = snapshots.BarrierAligner(3, exactly_once=True)
+    aligner.arrived(0, Barrier(1))
+    assert aligner.is_blocked(0) and not aligner.is_blocked(1)
+    assert not aligner.aligned
+    aligner.queue_done(2)  # a finished queue never brings the barrier, and need not
+    aligner.arrived(1, Barrier(1))
+    assert aligner.aligned
+    aligner.reset()
+    assert not aligner.is_blocked(0) and not aligner.aligned
+
+
+def test_at_least_once_and_higher_priority_queues_are_never_held_back() -> None:
+    at_least_once = snapshots.BarrierAligner(2, exactly_once=False)
+    at_least_once.arrived(0, Barrier(1))
+    assert not at_least_once.is_blocked(0)
+    build_side = snapshots.BarrierAligner(2, exactly_once=True, never_block=frozenset({0}))
+    build_side.arrived(0, Barrier(1))
+    assert not build_side.is_blocked(0)
+
+
+def test_a_barrier_of_another_snapshot_during_alignment_is_an_error() -> None:
+    aligner = snapshots.BarrierAligner(2, exactly_once=True)
+    aligner.arrived(0, Barrier(1))
+    try:
+        aligner.arrived(1, Barrier(2))
+    except RuntimeError as exc:
+        assert "snapshot 2" in str(exc) and "snapshot 1" in str(exc)
+    else:
+        raise AssertionError("a barrier of snapshot 2 was accepted while aligning snapshot 1")
+
+
+def test_the_member_part_is_complete_when_every_tasklet_saved_or_ended() -> None:
+    completed: list[tuple[int, dict[str, Any], str | None]] = []
+    member = snapshots.MemberSnapshots(
+        True, 3, lambda sid, entries, error: completed.append((sid, entries, error))
+    )
+    member.start(1)
+    member.saved(1, 0, "source", [("offset", 5)])
+    member.tasklet_ended(1, 0)  # ended before the barrier reached it: nothing left to save
+    assert completed == []
+    member.saved(1, 2, "count", [("a", 2), ("b", 3)])
+    assert completed == [(1, {"source": [("offset", 5)], "count": [("a", 2), ("b", 3)]}, None)]
+    try:
+        member.start(1)
+    except ValueError as exc:
+        assert "not newer" in str(exc)
+    else:
+        raise AssertionError("snapshot 1 was started twice")
+
+
+def test_commit_waits_until_every_live_tasklet_has_finished_the_second_phase() -> None:
+    member = snapshots.MemberSnapshots(True, 2, lambda *_: None)
+    member.start(1)
+    assert member.commit(1, True, timeout=0.01) is False
+    finisher = threading.Thread(target=lambda: (member.committed(1, 0), member.tasklet_ended(1, 1)))
+    finisher.start()
+    assert member.commit(1, True, timeout=10)
+    finisher.join()
+    assert member.commit_id == 1 and member.commit_success
+
+
+class _Recorder(proc.Processor):
+    """Sums what it receives; saves the sum; records every callback in order."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.seen: list[Any] = []
+        self.calls: list[str] = []
+
+    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        for item in inbox.take_all():
+            self.seen.append(item)
+            self.total += item
+
+    def save_to_snapshot(self) -> bool:
+        self.calls.append(f"save {self.total}")
+        return self.outbox.offer_to_snapshot("total", self.total)
+
+    def snapshot_commit_prepare(self) -> bool:
+        self.calls.append("prepare")
+        return True
+
+    def snapshot_commit_finish(self, success: bool) -> bool:
+        self.calls.append(f"finish {success}")
+        return True
+
+    def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        for key, value in inbox.take_all():
+            assert key == "total"
+            self.total += value
+            self.calls.append(f"restore {value}")
+
+
+def _consumer(
+    guarantee: config.ProcessingGuarantee, restored: list[tuple[Any, Any]] | None = None
+) -> tuple[
+    ProcessorTasklet,
+    _Recorder,
+    list[queues.SpscQueue],
+    queues.SpscQueue,
+    snapshots.MemberSnapshots,
+    list[Any],
+]:
+    parts: list[Any] = []
+    member = snapshots.MemberSnapshots(
+        guarantee is config.ProcessingGuarantee.EXACTLY_ONCE,
+        1,
+        lambda sid, entries, error: parts.append(entries),
+    )
+    inputs = [queues.SpscQueue(64, "a"), queues.SpscQueue(64, "b")]
+    output = queues.SpscQueue(64, "out")
+    aligner = snapshots.BarrierAligner(2, member.exactly_once)
+    stream = inbound.InboundStream(0, 0, inputs, inbound.WatermarkCoalescer(2), 0, aligner)
+    collector = outbound.OutboundCollector([output], edge_mod.RoutingPolicy.UNICAST)
+    recorder = _Recorder()
+    tasklet = ProcessorTasklet(
+        "sum#0",
+        recorder,
+        _context(guarantee),
+        outbox_mod.Outbox(1),
+        [stream],
+        [collector],
+        vertex_name="sum",
+        member_snapshots=member,
+        index=0,
+        aligner=aligner,
+        restored=restored,
+    )
+    tasklet.init()
+    return tasklet, recorder, inputs, output, member, parts
+
+
+def _context(guarantee: config.ProcessingGuarantee) -> proc.ProcessorContext:
+    return proc.ProcessorContext(
+        job_id=1,
+        job_name="test",
+        vertex_name="sum",
+        member_count=1,
+        local_parallelism=1,
+        total_parallelism=1,
+        partition_count=271,
+        processing_guarantee=guarantee,
+        job_arguments={},
+        logger=logging.getLogger("test"),
+        data_store=None,
+        member_index=0,
+        global_processor_index=0,
+        local_processor_index=0,
+    )
+
+
+def _run(tasklet: ProcessorTasklet, calls: int = 20) -> None:
+    for _ in range(calls):
+        tasklet.call()
+
+
+def _drain(queue: queues.SpscQueue) -> list[Any]:
+    found: list[Any] = []
+    while (element := queue.poll()) is not None:
+        found.extend(element) if type(element) is list else found.append(element)
+    return found
+
+
+def test_exactly_once_state_holds_exactly_the_items_before_the_barrier() -> None:
+    tasklet, recorder, (a, b), output, member, parts = _consumer(config.ProcessingGuarantee.EXACTLY_ONCE)
+    member.start(1)
+    a.offer_batch([1, 2])
+    a.offer_control(Barrier(1))
+    a.offer_batch([100])  # after the barrier on a: must wait until b's barrier came
+    b.offer_batch([10])
+    _run(tasklet)
+    assert recorder.total == 13 and parts == []
+    b.offer_control(Barrier(1))
+    b.offer_batch([1000])
+    _run(tasklet)
+    assert parts == [{"sum": [("total", 13)]}]
+    assert recorder.calls[:2] == ["save 13", "prepare"]
+    assert recorder.total == 1113  # the items after the barrier are processed once the snapshot is taken
+    assert Barrier(1) in _drain(output)
+
+
+def test_at_least_once_state_may_hold_items_after_the_barrier_but_never_misses_one_before() -> None:
+    tasklet, recorder, (a, b), _, member, parts = _consumer(config.ProcessingGuarantee.AT_LEAST_ONCE)
+    member.start(1)
+    a.offer_batch([1, 2])
+    a.offer_control(Barrier(1))
+    a.offer_batch([100])
+    b.offer_batch([10])
+    _run(tasklet)
+    b.offer_control(Barrier(1))
+    _run(tasklet)
+    saved = parts[0]["sum"][0][1]
+    assert saved >= 13 and saved in (13, 113)
+
+
+def test_the_second_phase_runs_before_anything_else_and_a_restore_comes_first() -> None:
+    tasklet, recorder, (a, b), _, member, parts = _consumer(
+        config.ProcessingGuarantee.EXACTLY_ONCE, restored=[("total", 40)]
+    )
+    _run(tasklet, 3)
+    assert recorder.calls == ["restore 40"]
+    member.start(1)
+    a.offer_control(Barrier(1))
+    b.offer_control(Barrier(1))
+    _run(tasklet)
+    assert parts == [{"sum": [("total", 40)]}]
+    committer = threading.Thread(target=lambda: member.commit(1, True, timeout=10))
+    committer.start()
+
+    def finished() -> bool:
+        tasklet.call()
+        return "finish True" in recorder.calls
+
+    wait_until(finished, "snapshot_commit_finish(True) to be called")
+    committer.join()
+    assert recorder.calls == ["restore 40", "save 40", "prepare", "finish True"]
