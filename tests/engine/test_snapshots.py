@@ -205,7 +205,7 @@ def test_exactly_once_state_holds_exactly_the_items_before_the_barrier() -> None
 
 
 def test_at_least_once_state_may_hold_items_after_the_barrier_but_never_misses_one_before() -> None:
-    tasklet, recorder, (a, b), _, member, parts = _consumer(config.ProcessingGuarantee.AT_LEAST_ONCE)
+    tasklet, _, (a, b), _, member, parts = _consumer(config.ProcessingGuarantee.AT_LEAST_ONCE)
     member.start(1)
     a.offer_batch([1, 2])
     a.offer_control(Barrier(1))

@@ -5,25 +5,31 @@ the numbers ``index, index + parallelism, index + 2 * parallelism, ...`` (its gl
 index and the total parallelism from the context), so the processors together emit every event
 number exactly once. Each item is added with its event time as the native timestamp.
 
-Its state is a :class:`_Slice`: the next number to emit. A snapshot saves ``(index, next
-number)``; a restore picks its own index's entry among those of every processor, so after a
-restart a processor regenerates exactly the events after the snapshot (the generator is a pure
-function of the number).
+Its state is a :class:`_Slice` around a :class:`~jetlet.core.processors.sources.StridedCursor`:
+the next number to emit. A snapshot saves the cursor's
+:class:`~jetlet.core.processors.sources.SlicePosition`; a restore gives every processor the
+positions of every processor that saved, and the cursor resumes after exactly the numbers they
+had emitted, also when the job restarts with another number of processors (the generator is a
+pure function of the number, so a processor regenerates any number of its new slice).
 
 With ``count`` the stream has events ``0 .. count - 1`` and then stays silent (it is still a
 stream: the job runs until cancelled; an exhausted processor waits :data:`MAX_WAIT_S` per fill
 instead of spinning). With ``rate`` (events per second, all processors together)
-the processor emits number ``n`` no earlier than ``n / rate`` seconds after it started, waiting a
-few milliseconds at a time when nothing is due (the processor is non-cooperative).
+the processor emits number ``n`` no earlier than ``(n - paced_from) / rate`` seconds after it
+started, waiting a few milliseconds at a time when nothing is due (the processor is
+non-cooperative); a restore restarts the pace at the lowest number not yet emitted, so the events
+missed while the job was down do not come in a burst.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from typing import Any
 
 from jetlet.core import processor as proc
+from jetlet.core.processors.sources import SlicePosition, StridedCursor
 from jetlet.nexmark.generator import DEFAULT_CONFIG, GeneratorConfig, event
 from jetlet.pipeline import SourceBuilder, StreamSource
 from jetlet.pipeline.source_builder import TimestampedSourceBuffer
@@ -39,51 +45,50 @@ class _Slice:
     """One processor's position in its slice of the stream."""
 
     config: GeneratorConfig
-    index: int
-    step: int
-    next_number: int
+    cursor: StridedCursor
     count: int | None
     rate: float | None
     started_at: float
+    paced_from: int = 0
+    """The number that is due at ``started_at``."""
 
     def due_stop(self) -> int:
         """One past the last number that may be emitted now (by count and by pace)."""
-        stop = self.next_number + BATCH_SIZE * self.step
-        if self.count is not None:
-            stop = min(stop, self.count)
+        stop = sys.maxsize if self.count is None else self.count
         if self.rate is not None:
             elapsed = time.monotonic() - self.started_at
-            stop = min(stop, int(elapsed * self.rate) + 1)
+            stop = min(stop, self.paced_from + int(elapsed * self.rate) + 1)
         return stop
 
     def wait_for_next(self) -> None:
         """Pause until the next number is due, or :data:`MAX_WAIT_S` when the slice is exhausted."""
-        if self.count is not None and self.next_number >= self.count:
+        next_number = self.cursor.next
+        if self.count is not None and next_number >= self.count:
             time.sleep(MAX_WAIT_S)
         elif self.rate is not None:
-            due_at = self.started_at + self.next_number / self.rate
+            due_at = self.started_at + (next_number - self.paced_from) / self.rate
             time.sleep(min(max(due_at - time.monotonic(), 0.0), MAX_WAIT_S))
 
 
 def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
-    stop = state.due_stop()
-    if state.next_number >= stop:
+    numbers = state.cursor.take(BATCH_SIZE, state.due_stop())
+    if not numbers:
         state.wait_for_next()
         return
-    for number in range(state.next_number, stop, state.step):
-        item = event(number, state.config)
+    config = state.config
+    for number in numbers:
+        item = event(number, config)
         buffer.add(item, item.date_time)
-        state.next_number = number + state.step
 
 
-def _snapshot(state: _Slice) -> tuple[int, int]:
-    return state.index, state.next_number
+def _snapshot(state: _Slice) -> SlicePosition:
+    return state.cursor.position()
 
 
-def _restore(state: _Slice, saved: list[tuple[int, int]]) -> None:
-    for index, next_number in saved:
-        if index == state.index:
-            state.next_number = next_number
+def _restore(state: _Slice, saved: list[SlicePosition]) -> None:
+    state.cursor.restore(saved, "nexmark")
+    state.started_at = time.monotonic()
+    state.paced_from = state.cursor.resumed_from
 
 
 def nexmark_source(
@@ -104,8 +109,8 @@ def nexmark_source(
         raise ValueError(f"rate must be > 0, got {rate}")
 
     def create(context: proc.ProcessorContext) -> _Slice:
-        index = context.global_processor_index
-        return _Slice(config, index, context.total_parallelism, index, count, rate, time.monotonic())
+        cursor = StridedCursor(context.global_processor_index, context.total_parallelism)
+        return _Slice(config, cursor, count, rate, time.monotonic())
 
     return (
         SourceBuilder.timestamped_stream("nexmark", create)

@@ -31,13 +31,15 @@ functions may block) works like Jet's ``ConvenientSourceP``:
   empty buffer and emits what it added. A batch source ends (``complete()``
   returns True) once the buffer is closed and emptied; a stream never ends.
 * ``save_to_snapshot`` first emits everything pending (the state has moved
-  past those items), then saves ``create_snapshot_fn(state)`` under the key
-  ``(_SNAPSHOT_TAG, global_processor_index)``. On a restart the engine gives
-  the processor the snapshot entries; after the last one,
+  past those items), then saves ``create_snapshot_fn(state)`` under
+  ``ProcessorKey(_SNAPSHOT_TAG, global_processor_index)``, a broadcast key
+  (:mod:`jetlet.core.snapshot_keys`). On a restart every processor is given
+  the objects that every processor saved; after the last one,
   ``finish_snapshot_restore`` calls ``restore_snapshot_fn(state, objects)``
-  with the list of the objects received (one for a non-distributed source;
-  a distributed source gets the objects of every processor, as in Jet, and
-  picks its part).
+  with them in order of the index of the processor that saved them (one
+  object for a non-distributed source; a distributed source gets the objects
+  of every processor, as in Jet, and picks its part, also when the job is
+  restored with another number of processors).
 * ``close()`` calls ``destroy_fn(state)``, also after a failure.
 
 A non-distributed source runs as one processor in the whole cluster; call
@@ -60,6 +62,7 @@ from typing import Any, Generic, Literal, Self, TypeVar
 
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
+from jetlet.core import snapshot_keys
 from jetlet.errors import require_callable
 from jetlet.pipeline import sources as sources_mod
 
@@ -168,7 +171,7 @@ class ConvenientSourceP(proc.Processor):
         self._created = False
         self._buffer: SourceBuffer[Any] = spec.new_buffer()
         self._pending: list[Any] = []
-        self._restored: list[Any] = []
+        self._restored: list[tuple[int, Any]] = []  # (index of the processor that saved it, object)
 
     def is_cooperative(self) -> bool:
         return False
@@ -200,21 +203,22 @@ class ConvenientSourceP(proc.Processor):
         create_snapshot = self._spec.create_snapshot_fn
         if create_snapshot is None:
             return True
-        key = (_SNAPSHOT_TAG, self.context.global_processor_index)
+        key = snapshot_keys.ProcessorKey(_SNAPSHOT_TAG, self.context.global_processor_index)
         return self.outbox.offer_to_snapshot(key, create_snapshot(self._state))
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         if self._spec.restore_snapshot_fn is None:
             raise RuntimeError(f"source {self._spec.name!r} has no restore_snapshot_fn")
         for key, value in inbox.take_all():
-            if not (isinstance(key, tuple) and key[:1] == (_SNAPSHOT_TAG,)):
+            if not (isinstance(key, snapshot_keys.ProcessorKey) and key.tag == _SNAPSHOT_TAG):
                 raise ValueError(f"source {self._spec.name!r} cannot restore the snapshot entry {key!r}")
-            self._restored.append(value)
+            self._restored.append((key.processor_index, value))
 
     def finish_snapshot_restore(self) -> bool:
         restore = self._spec.restore_snapshot_fn
         if self._restored and restore is not None:
-            restore(self._state, self._restored)
+            self._restored.sort(key=_saved_by)
+            restore(self._state, [value for _, value in self._restored])
             self._restored = []
         return True
 
@@ -223,6 +227,10 @@ class ConvenientSourceP(proc.Processor):
             self._created = False
             if self._spec.destroy_fn is not None:
                 self._spec.destroy_fn(self._state)
+
+
+def _saved_by(entry: tuple[int, Any]) -> int:
+    return entry[0]
 
 
 def _require_callable(source: str, what: str, fn: object) -> None:

@@ -6,6 +6,13 @@ with ``Pipeline.read_from`` gives a ``BatchStage`` or a
 ``StreamSourceStage``. File sources split the matching files among their
 processors by global processor index; custom sources come from
 :class:`~jetlet.pipeline.source_builder.SourceBuilder`.
+
+The sources of collections, generators and files are replayable (see
+:mod:`jetlet.core.processors.sources`). A file source saves, per processor,
+how many lines of each of its files it has read; a restore merges the maps of
+every processor, so each file resumes after its last emitted line whichever
+processor reads it now (files are assigned by name and index, so a restore
+into another parallelism is exact).
 """
 
 from __future__ import annotations
@@ -13,15 +20,16 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import fnmatch
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TextIO, TypeVar
 
 from jetlet.core import processor as proc
 from jetlet.core import processors
-from jetlet.core.processors import socket_source, store
+from jetlet.core.processors import socket_source, sources, store
 
 T = TypeVar("T")
 
@@ -77,14 +85,11 @@ class Sources:
         """
         root = _checked_directory("Sources.files", directory, glob, encoding)
 
-        def read(context: proc.ProcessorContext) -> Iterator[str]:
-            for path in _my_files(root, glob, context, "Sources.files"):
-                with path.open(encoding=encoding) as handle:
-                    for line in handle:
-                        yield line.rstrip("\r\n")
+        def read(context: proc.ProcessorContext) -> _LinesReader:
+            return _LinesReader(root, glob, encoding, _plain_line, context, "Sources.files")
 
         return BatchSource(
-            f"filesSource({root}/{glob})", processors.source_from_generator(read, cooperative=False)
+            f"filesSource({root}/{glob})", sources.replayable_source_p(read, cooperative=False)
         )
 
     @staticmethod
@@ -99,16 +104,10 @@ class Sources:
         """
         root = _checked_directory("Sources.json", directory, glob, encoding)
 
-        def read(context: proc.ProcessorContext) -> Iterator[dict[str, Any]]:
-            for path in _my_files(root, glob, context, "Sources.json"):
-                with path.open(encoding=encoding) as handle:
-                    for number, line in enumerate(handle, start=1):
-                        if line.strip():
-                            yield _json_object(line, path, number)
+        def read(context: proc.ProcessorContext) -> _LinesReader:
+            return _LinesReader(root, glob, encoding, _json_line, context, "Sources.json")
 
-        return BatchSource(
-            f"jsonSource({root}/{glob})", processors.source_from_generator(read, cooperative=False)
-        )
+        return BatchSource(f"jsonSource({root}/{glob})", sources.replayable_source_p(read, cooperative=False))
 
     @staticmethod
     def socket(host: str, port: int, encoding: str = "utf-8") -> StreamSource[str]:
@@ -129,15 +128,21 @@ class Sources:
     def batch_from_generator(
         generate: Callable[[proc.ProcessorContext], Iterable[T]], name: str
     ) -> BatchSource[T]:
-        """Items that ``generate(context)`` yields on each source processor."""
-        return BatchSource(name, processors.source_from_generator(generate))
+        """Items that ``generate(context)`` yields on each source processor.
+
+        A restore skips what each processor emitted; it needs the same total parallelism.
+        """
+        return BatchSource(name, processors.source_from_generator(generate, name=name))
 
     @staticmethod
     def stream_from_generator(
         generate: Callable[[proc.ProcessorContext], Iterable[T]], name: str = "streamSource"
     ) -> StreamSource[T]:
-        """A stream of what ``generate(context)`` yields on each source processor."""
-        return StreamSource(name, processors.source_from_generator(generate))
+        """A stream of what ``generate(context)`` yields on each source processor.
+
+        A restore skips what each processor emitted; it needs the same total parallelism.
+        """
+        return StreamSource(name, processors.source_from_generator(generate, name=name))
 
     @staticmethod
     def test_stream(
@@ -170,6 +175,91 @@ def _my_files(root: Path, glob: str, context: proc.ProcessorContext, what: str) 
         raise FileNotFoundError(f"{what}: {str(root)!r} is not a directory")
     names = sorted(p for p in root.iterdir() if p.is_file() and fnmatch.fnmatch(p.name, glob))
     return names[context.global_processor_index :: context.total_parallelism]
+
+
+class _LinesReader(sources.SourceReader):
+    """This processor's share of the matching files, line by line, with the lines read per file.
+
+    ``parse(line, path, number)`` makes a line (its line end still on) into an
+    item, or None to skip it. The position is ``{file name: lines read}``.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        glob: str,
+        encoding: str,
+        parse: Callable[[str, Path, int], Any],
+        context: proc.ProcessorContext,
+        what: str,
+    ) -> None:
+        self._root = root
+        self._glob = glob
+        self._encoding = encoding
+        self._parse = parse
+        self._context = context
+        self._what = what
+        self._files: Iterator[Path] | None = None
+        self._path: Path | None = None
+        self._handle: TextIO | None = None
+        self._offsets: dict[str, int] = {}
+
+    def read(self, limit: int) -> list[Any] | None:
+        if self._files is None:
+            self._files = iter(_my_files(self._root, self._glob, self._context, self._what))
+        batch: list[Any] = []
+        while len(batch) < limit:
+            if self._handle is None or self._path is None:
+                self._path = next(self._files, None)
+                if self._path is None:
+                    break
+                self._handle = self._open(self._path)
+            path, name = self._path, self._path.name
+            number = self._offsets.get(name, 0)
+            wanted = limit - len(batch)
+            got = 0
+            for line in itertools.islice(self._handle, wanted):
+                got += 1
+                item = self._parse(line, path, number + got)
+                if item is not None:
+                    batch.append(item)
+            self._offsets[name] = number + got
+            if got < wanted:
+                self._handle.close()
+                self._handle = None
+        return batch or None
+
+    def _open(self, path: Path) -> TextIO:
+        """Open ``path`` and skip the lines read before the snapshot."""
+        handle = path.open(encoding=self._encoding)
+        done = self._offsets.get(path.name, 0)
+        if sum(1 for _ in itertools.islice(handle, done)) < done:
+            handle.close()
+            raise ValueError(f"{self._what}: {path} has fewer lines than the {done} read before the snapshot")
+        return handle
+
+    def position(self) -> dict[str, int]:
+        return dict(self._offsets)
+
+    def restore(self, positions: list[Any]) -> None:
+        # Each file was read by one processor; a processor restored before it read keeps the
+        # merged map, so an older count of a file can come again: the higher one is the truth.
+        for offsets in positions:
+            for name, lines in offsets.items():
+                self._offsets[name] = max(lines, self._offsets.get(name, 0))
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def _plain_line(line: str, _path: Path, _number: int) -> str:
+    return line.rstrip("\r\n")
+
+
+def _json_line(line: str, path: Path, number: int) -> dict[str, Any] | None:
+    return _json_object(line, path, number) if line.strip() else None
 
 
 def _json_object(line: str, path: Path, number: int) -> dict[str, Any]:

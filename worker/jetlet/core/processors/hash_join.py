@@ -31,9 +31,10 @@ batch, and the item stays in the inbox until all of them are out.
 
 Snapshots: every processor saves its own tables (all processors hold the
 same tables, since build edges are broadcast) under
-:class:`HashJoinTableKey` entries of at most :data:`SNAPSHOT_CHUNK` keys. A
-restore keeps the entries of the lowest processor index it receives, so a
-processor given several copies loads one.
+:class:`HashJoinTableKey` entries of at most :data:`SNAPSHOT_CHUNK` keys.
+These are broadcast keys (:mod:`jetlet.core.snapshot_keys`): a restore gives
+every processor every copy, whatever the new parallelism, and each keeps the
+entries of the lowest processor index it receives, so it loads one copy.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from jetlet.core import inbox as inbox_mod
-from jetlet.core import processor, snapshot_writer
+from jetlet.core import processor, snapshot_keys, snapshot_writer
 from jetlet.errors import require_callable
 
 KeyFn = Callable[[Any], Hashable]
@@ -101,8 +102,8 @@ class JoinClause:
 
 
 @dataclasses.dataclass(frozen=True, order=True)
-class HashJoinTableKey:
-    """Snapshot key of one chunk of one clause's table (never equal to a user key)."""
+class HashJoinTableKey(snapshot_keys.BroadcastKey):
+    """Snapshot key of one chunk of one clause's table (restored to every processor)."""
 
     processor_index: int
     clause: int

@@ -32,7 +32,9 @@ if a watermark of +infinity had come (a finite stream's last sessions are
 not lost).
 
 Snapshots hold each key's sessions as ``(start, end, accumulator)`` tuples
-under the key, plus the processor's watermark under a private key; a restore
+under the key (restored to the processor that owns the key's partition
+then), plus the processor's watermark under a :class:`SessionWatermarkKey`,
+a broadcast key (every processor receives every saved watermark); a restore
 merges overlapping sessions that meet under one key and resumes from the
 lowest restored watermark, as Jet does.
 """
@@ -49,7 +51,7 @@ from typing import Any
 from jetlet.aggregate import operation as agg
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
-from jetlet.core import processor, snapshot_writer
+from jetlet.core import processor, snapshot_keys, snapshot_writer
 from jetlet.core import watermark as wm
 from jetlet.core.processors import watermarks, windows
 
@@ -63,8 +65,8 @@ _END_OF_TIME = 1 << 63
 
 
 @dataclasses.dataclass(frozen=True)
-class SessionWatermarkKey:
-    """Snapshot key of one processor's current watermark (never equal to a user key)."""
+class SessionWatermarkKey(snapshot_keys.BroadcastKey):
+    """Snapshot key of one processor's current watermark (restored to every processor)."""
 
     processor_index: int
 

@@ -10,8 +10,13 @@ A total order needs one processor to see every item: the planner runs
 force_total_parallelism_one``) behind an all-to-one distributed edge.
 
 Snapshots save the items not yet emitted in chunks of
-:data:`SNAPSHOT_CHUNK` under private keys; a restore concatenates the chunks
-in their saved order, so arrival order (and with it stability) survives.
+:data:`SNAPSHOT_CHUNK` under :class:`SortChunkKey` entries, broadcast keys
+(:mod:`jetlet.core.snapshot_keys`): a restore gives every processor every
+chunk, and processor ``j`` of ``m`` keeps the chunks that processor ``k``
+saved where ``k % m == j`` (with total parallelism one, the only processor
+keeps them all), so every item is restored exactly once whatever the new
+parallelism. It concatenates its chunks in their saved order (by processor,
+then chunk), so arrival order (and with it stability) survives.
 """
 
 from __future__ import annotations
@@ -21,15 +26,15 @@ from collections.abc import Callable
 from typing import Any
 
 from jetlet.core import inbox as inbox_mod
-from jetlet.core import processor
+from jetlet.core import processor, snapshot_keys
 
 SNAPSHOT_CHUNK = 1024
 """How many items one snapshot entry holds."""
 
 
 @dataclasses.dataclass(frozen=True, order=True)
-class SortChunkKey:
-    """Snapshot key of one chunk of collected items (never equal to a user item)."""
+class SortChunkKey(snapshot_keys.BroadcastKey):
+    """Snapshot key of one chunk of collected items (restored to every processor, which picks its own)."""
 
     processor_index: int
     chunk: int
@@ -84,8 +89,12 @@ class SortP(processor.Processor):
         return True
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        mine, count = self.context.global_processor_index, self.context.total_parallelism
         for key, chunk in inbox.take_all():
-            self._restored[key] = chunk
+            if not isinstance(key, SortChunkKey):
+                raise ValueError(f"sort_p cannot restore the snapshot entry {key!r}")
+            if key.processor_index % count == mine:
+                self._restored[key] = chunk
 
     def finish_snapshot_restore(self) -> bool:
         for key in sorted(self._restored):

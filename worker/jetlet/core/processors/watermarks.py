@@ -25,11 +25,13 @@ wrapped by C iterators, and the few items that lift the watermark are found by
 a C scan for the first timestamp reaching the next throttled step. Other
 chunks are walked item by item.
 
-The snapshot holds, per processor, the highest
-timestamp seen and the last emitted watermark; a restore takes the minimum of
-each over the restored entries (as Jet does), so a restored processor never
-emits a watermark below one it emitted before, and never accepts an item it
-had declared late when one processor's state is restored into one processor.
+The snapshot holds, per processor, the highest timestamp seen and the last
+emitted watermark under a :class:`~jetlet.core.snapshot_keys.ProcessorKey`, a
+broadcast key: every restored processor receives the entries of every
+processor that saved, whatever the new parallelism, and takes the minimum of
+each (as Jet does), so a restored processor never emits a watermark below one
+it emitted before, and never accepts an item it had declared late when one
+processor's state is restored into one processor.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
-from jetlet.core import event_time, processor
+from jetlet.core import event_time, processor, snapshot_keys
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import watermark as wm
@@ -202,12 +204,12 @@ class InsertWatermarksP(processor.Processor):
         return True
 
     def save_to_snapshot(self) -> bool:
-        key = (_SNAPSHOT_TAG, self.context.global_processor_index)
+        key = snapshot_keys.ProcessorKey(_SNAPSHOT_TAG, self.context.global_processor_index)
         return self.outbox.offer_to_snapshot(key, (self._top_ts, self._last_wm))
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         for key, value in inbox.take_all():
-            if not (isinstance(key, tuple) and key[0] == _SNAPSHOT_TAG):
+            if not (isinstance(key, snapshot_keys.ProcessorKey) and key.tag == _SNAPSHOT_TAG):
                 raise ValueError(f"insert_watermarks_p cannot restore the snapshot entry {key!r}")
             self._restored.append(value)
 

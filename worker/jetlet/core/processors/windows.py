@@ -41,7 +41,10 @@ partial result of every incomplete window that has data, with
 ``is_early=True``.
 
 **Snapshots** save every frame accumulator under ``FrameSnapshotKey(frame_end,
-key)`` and ``next_win_to_emit`` under a constant key. A restore merges
+key)``, restored to the processor that owns the partition of ``key`` (its
+``partition_key``), and ``next_win_to_emit`` under a
+:class:`~jetlet.core.snapshot_keys.ProcessorKey`, which every processor
+receives from every processor that saved. A restore merges
 frames (combining accumulators that meet under the same frame and key), takes
 the minimum ``next_win_to_emit`` over the restored processors, drops frames
 that no window still to be emitted needs, and recomputes the running window
@@ -64,7 +67,7 @@ from typing import Any
 from jetlet import datamodel
 from jetlet.aggregate import operation as agg
 from jetlet.aggregate import operations
-from jetlet.core import event_time, processor
+from jetlet.core import event_time, processor, snapshot_keys
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import watermark as wm
@@ -76,7 +79,7 @@ MapToOutput = Callable[[int, int, Any, Any, bool], Any]
 """``fn(start, end, key, result, is_early) -> output`` (Jet's ``KeyedWindowResultFunction``)."""
 
 _MISSING = object()
-_NEXT_WIN_KEY = "__jetlet_sliding_window_next_win_to_emit__"
+_NEXT_WIN_TAG = "__jetlet_sliding_window_next_win_to_emit__"
 
 
 def keyed_window_result(start: int, end: int, key: Any, result: Any, is_early: bool) -> Any:
@@ -113,6 +116,11 @@ class FrameSnapshotKey:
 
     timestamp: int
     key: Any
+
+    @property
+    def partition_key(self) -> Any:
+        """The grouping key: a frame is restored where the items of its key go."""
+        return self.key
 
 
 class _Emission:
@@ -458,7 +466,8 @@ class SlidingWindowP(processor.Processor):
                 for key, acc in frame.items()
             ]
             if self._next_win is not None:
-                entries.append((_NEXT_WIN_KEY, self._next_win))
+                key = snapshot_keys.ProcessorKey(_NEXT_WIN_TAG, self.context.global_processor_index)
+                entries.append((key, self._next_win))
             self._snapshotting = _Emission(iter([entries]))
         if not self._snapshotting.emit_to_snapshot(self.outbox):
             return False
@@ -469,7 +478,7 @@ class SlidingWindowP(processor.Processor):
         for key, value in inbox.take_all():
             if isinstance(key, FrameSnapshotKey):
                 self._restore_frame_acc(key, value)
-            elif key == _NEXT_WIN_KEY:
+            elif isinstance(key, snapshot_keys.ProcessorKey) and key.tag == _NEXT_WIN_TAG:
                 self._restored_next.append(value)
             else:
                 raise ValueError(f"a window processor cannot restore the snapshot entry {key!r}")
