@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -63,6 +64,7 @@ log = logging.getLogger(__name__)
 RPC_TIMEOUT_S = 30.0
 SNAPSHOT_TIMEOUT_S = 120.0
 METRICS_TIMEOUT_S = 2.0
+FAILOVER_WAIT_S = 5.0
 """Metrics are best effort: a member that does not answer in time is left out."""
 _JOBS_MAP = "jobs"
 _EXPORTED_PREFIX = "exported-meta/"
@@ -204,6 +206,8 @@ class ClusterJobService:
         self.flow = flow or remote.FlowSettings()
         self._rpc_ids = itertools.count(1)
         self._replies: dict[int, concurrent.futures.Future[dict[str, Any]]] = {}
+        self._awaiting: dict[int, str] = {}
+        """The member each call waits on, so that the calls to a member that is lost fail at once."""
         self._lock = threading.Condition()
         self._member_jobs: dict[int, _MemberJob] = {}
         self._jobs: dict[int, _CoordinatedJob] = {}
@@ -238,13 +242,11 @@ class ClusterJobService:
             return True
         if msg_type is not MessageType.CONTROL:
             return False
-        if peer in self._lost:
-            with self._lock:
-                self._lost.discard(peer)
         body = serialization.loads(payload)
         if not isinstance(body, dict) or ("job_op" not in body and "reply" not in body):
             return False
         if "reply" in body:
+            self._awaiting.pop(body["reply"], None)
             future = self._replies.pop(body["reply"], None)
             if future is not None:
                 future.set_result(body)
@@ -257,13 +259,16 @@ class ClusterJobService:
         with self._lock:
             was_coordinator = self._coordinator() == peer
             self._lost.add(peer)
+            self._lock.notify_all()
             orphans = [m for m in self._member_jobs.values() if m.coordinator == peer]
+        for rpc in [r for r, member in list(self._awaiting.items()) if member == peer]:
+            self._unreachable(rpc, peer)
         for member_job in orphans:  # their coordinator is gone: the new one starts new executions
             member_job.tracker.cancel(f"its coordinator {peer} left the cluster")
         if not self._is_coordinator():
             return
         if was_coordinator:
-            self._workers.submit(self._take_over, peer)
+            self._workers.submit(_logged(self._take_over), peer)
             return
         with self._lock:
             affected = [j for j in self._jobs.values() if peer in j.members and j.status not in TERMINAL]
@@ -305,6 +310,8 @@ class ClusterJobService:
 
     def on_members_changed(self, names: Sequence[str]) -> None:
         """Members changed: auto-scaling jobs use a new member after ``scale_up_delay_millis``."""
+        with self._lock:  # a lost member that the membership has dropped may come back as a new one
+            self._lost &= set(names)
         if self._closed or not self._is_coordinator():
             return
         with self._lock:
@@ -423,15 +430,18 @@ class ClusterJobService:
         rpc = next(self._rpc_ids)
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         self._replies[rpc] = future
+        self._awaiting[rpc] = peer
         if not self._send_control(peer, {"job_op": op, "rpc": rpc, **fields}):
-            self._replies.pop(rpc, None)
-            future.set_result(
-                {
-                    "error": f"member {peer} is not connected",
-                    "error_message": f"member {peer} is not connected",
-                }
-            )
+            self._unreachable(rpc, peer)
         return future
+
+    def _unreachable(self, rpc: int, peer: str) -> None:
+        """Answer a call to ``peer`` that cannot be answered any more."""
+        self._awaiting.pop(rpc, None)
+        future = self._replies.pop(rpc, None)
+        if future is not None and not future.done():
+            message = f"member {peer} is not connected"
+            future.set_result({"error": message, "error_message": message})
 
     def _answer(self, peer: str, body: dict[str, Any]) -> None:
         op = body["job_op"]
@@ -449,6 +459,7 @@ class ClusterJobService:
             return
         reply = {"reply": rpc, **result}
         if peer == self.member_name:
+            self._awaiting.pop(rpc, None)
             future = self._replies.pop(rpc, None)
             if future is not None:
                 future.set_result(reply)
@@ -634,13 +645,23 @@ class ClusterJobService:
 
     # -- coordinator operations ---------------------------------------------------
     def _coordinator(self) -> str:
-        return self._member_names()[0]
+        """The oldest member still reachable (the next-oldest takes over when the coordinator is lost)."""
+        live = self._live_members()
+        return live[0] if live else self.member_name
 
     def _is_coordinator(self) -> bool:
         return self._coordinator() == self.member_name
 
     def _forward(self, op: str, **fields: Any) -> dict[str, Any]:
-        reply = self._call(self._coordinator(), op, **fields).result(RPC_TIMEOUT_S + fields.get("timeout", 0))
+        """Ask the coordinator; if it has just gone, ask the member that takes over from it."""
+        for _ in range(3):
+            coordinator = self._coordinator()
+            call = self._call(coordinator, op, **fields)
+            reply = call.result(RPC_TIMEOUT_S + fields.get("timeout", 0))
+            if reply.get("error") != f"member {coordinator} is not connected":
+                break
+            with self._lock:  # the connection dropped: the loss is being noticed
+                self._lock.wait_for(lambda: self._coordinator() != coordinator, FAILOVER_WAIT_S)
         if "error" in reply:
             raise _remote_error(reply)
         return reply
@@ -1247,6 +1268,19 @@ def _member_metrics(member_job: _MemberJob) -> dict[str, dict[str, int]]:
     }
     values.update(member_job.links.metrics())
     return values
+
+
+def _logged(task: Callable[..., None]) -> Callable[..., None]:
+    """``task``, logging what it raises (a task in the worker pool has no one to raise to)."""
+
+    @functools.wraps(task)
+    def run(*args: Any) -> None:
+        try:
+            task(*args)
+        except Exception:
+            log.exception("%s failed", task.__name__)
+
+    return run
 
 
 def _is_topology_error(error: BaseException | None) -> bool:

@@ -5,7 +5,8 @@ When a member's part of snapshot ``N`` is complete it holds, per vertex, the
 by where they must be restored (:mod:`jetlet.core.snapshot_keys`): entries of
 ordinary keys by partition, broadcast entries (and every entry of a vertex
 that runs as one processor in the whole cluster) together. Each chunk is
-pickled and framed as ``magic, version, entry count, CRC-32, length,
+pickled (its values were already frozen to bytes by the tasklet that saved
+them, :func:`jetlet._execution.snapshots.freeze`) and framed as ``magic, version, entry count, CRC-32, length,
 payload``, so that a truncated or corrupted chunk is detected when it is
 read, never restored from silently.
 
@@ -27,6 +28,7 @@ from typing import Any
 import cloudpickle
 
 from jetlet import errors
+from jetlet._execution import snapshots
 from jetlet.core import snapshot_keys
 
 Entries = list[tuple[Any, Any]]
@@ -127,14 +129,14 @@ def route(
     for partition, chunks in partition_chunks.items():
         for key, chunk in chunks.items():
             vertex = _vertex_of(key)
-            entries = decode(chunk, f"{vertex!r} partition {partition}")
+            entries = _thawed(decode(chunk, f"{vertex!r} partition {partition}"))
             counts[vertex] = counts.get(vertex, 0) + len(entries)
             shares = state.get(vertex)
             if shares:
                 shares[partition % len(shares)].extend(entries)
     for key, chunk in broadcast_chunks.items():
         vertex = _vertex_of(key)
-        entries = decode(chunk, f"{vertex!r} (state of every processor)")
+        entries = _thawed(decode(chunk, f"{vertex!r} (state of every processor)"))
         shares = state.get(vertex)
         if vertex in singles:
             if member_index == 0:
@@ -147,6 +149,14 @@ def route(
         for share in shares or []:
             share.extend(entries)
     return state, counts
+
+
+def _thawed(entries: Entries) -> Entries:
+    thaw = snapshots.thaw
+    try:
+        return [(key, thaw(value)) for key, value in entries]
+    except Exception as exc:
+        raise SnapshotDataError(f"a saved value cannot be read back: {type(exc).__name__}: {exc}") from exc
 
 
 def _vertex_of(key: Any) -> str:

@@ -337,7 +337,8 @@ class ProcessorTasklet(Tasklet):
             done = processor.save_to_snapshot()
             bucket = self.outbox.snapshot_bucket
             if bucket:
-                self._saved.extend(bucket)
+                freeze = snapshots.freeze
+                self._saved.extend([(key, freeze(value)) for key, value in bucket])
                 bucket.clear()
             if done:  # what it emitted goes out before the barrier: the next call delivers it first
                 self._saving_phase = 1
