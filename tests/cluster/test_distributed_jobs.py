@@ -204,8 +204,10 @@ def test_a_member_that_dies_restarts_its_jobs_on_the_members_left_or_suspends_th
         os.kill(client.pids[2], signal.SIGKILL)
         # then the auto-scaling job runs again on the two members left
         wait_for(
-            lambda: scaling.status is jetlet.JobStatus.RUNNING
-            and {name.split("/")[0] for name in scaling.metrics()} == {"m1", "m2"},
+            lambda: (
+                scaling.status is jetlet.JobStatus.RUNNING
+                and {name.split("/")[0] for name in scaling.metrics()} == {"m1", "m2"}
+            ),
             "the job to run on m1 and m2 only",
         )
         # and the other is suspended, saying which member left
