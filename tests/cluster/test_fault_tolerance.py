@@ -263,3 +263,41 @@ def test_a_snapshot_of_another_job_is_refused_naming_the_stage(tmp_path: pathlib
                 _windowed_count(str(tmp_path / "c")),
                 _config(ProcessingGuarantee.EXACTLY_ONCE, initial_snapshot_name="missing"),
             )
+
+
+def test_with_a_snapshot_directory_a_job_survives_the_whole_cluster_and_damage_is_refused(
+    tmp_path: pathlib.Path,
+) -> None:
+    import shutil
+
+    snapshots = tmp_path / "snapshots"
+    out = tmp_path / "out"
+    args = [*FAST_FAILURE, "--snapshot-directory", str(snapshots), "--scale-up-delay-millis", "300"]
+    with local_cluster(2, args) as client:
+        job = client.new_job(_stateful_map(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job, 2)
+        job_id = job.id
+        for pid in client.pids:  # the whole cluster is lost
+            os.kill(pid, signal.SIGKILL)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(snapshots, damaged)
+    data_file = next(p for p in damaged.rglob("*.jlmap") if "data" in p.name)
+    content = bytearray(data_file.read_bytes())
+    content[len(content) // 2] ^= 0x40
+    data_file.write_bytes(bytes(content))
+    # a new cluster with the same directory resumes the job from its last snapshot, exactly once
+    with local_cluster(2, args) as client:
+        wait_until(lambda: client.get_job(job_id) is not None, "the job to be resumed from the directory", 30)
+        resumed = client.get_job(job_id)
+        assert resumed is not None
+        resumed.join(120)
+        assert resumed.status is jetlet.JobStatus.COMPLETED
+    _check_stateful(_committed(out))
+    assert not list(snapshots.glob("job-*")), "a completed job's offloaded snapshot was kept"
+    # a cluster whose copy is damaged does not run the job from it, and says which file is wrong
+    damaged_args = [*FAST_FAILURE, "--snapshot-directory", str(damaged)]
+    with local_cluster(1, damaged_args) as client:
+        wait_until(lambda: client.get_job(job_id) is not None, "the damaged job's record", 30)
+        record = client.request("GET", f"/jobs/{job_id}")
+        assert record["status"] == "FAILED"
+        assert "cannot be restored" in record["failure"] and data_file.name in record["failure"]

@@ -197,7 +197,13 @@ class Member:
             packet_size_limit=config.packet_size_limit,
         )
         self.service = coordinator.ClusterJobService(
-            transport.member_name, transport, self.member_names, self.instance, flow, self.has_quorum
+            transport.member_name,
+            transport,
+            self.member_names,
+            self.instance,
+            flow,
+            self.has_quorum,
+            config.snapshot_directory,
         )
         app = rest.create_app(
             self.service, self.describe, self.token, config.max_request_bytes, self.on_membership
@@ -219,6 +225,7 @@ class Member:
         headers = {"Authorization": f"Bearer {self.token}"}
         self._session = aiohttp.ClientSession(timeout=timeout, headers=headers)
         ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+        recovery = asyncio.get_running_loop().create_task(self._recover_offloaded_jobs())
         _write_ready_file(config.ready_file, info)
         _log.info(
             "member %s serving REST on %s, data on %s:%d", name, info.rest_address, data_host, data_port
@@ -226,10 +233,20 @@ class Member:
         try:
             await self.stopping.wait()
         finally:
+            recovery.cancel()
             await ticker
             await self._session.close()
             await runner.cleanup()
             await asyncio.to_thread(self._close_engine)
+
+    async def _recover_offloaded_jobs(self) -> None:
+        """With a snapshot directory: once the members started with this one have joined, resume its jobs."""
+        if not self.config.snapshot_directory or self.service is None:
+            return
+        await asyncio.sleep(3 * self.config.heartbeat_interval_millis / 1000)
+        resumed = await asyncio.to_thread(self.service.recover_offloaded_jobs)
+        if resumed:
+            _log.info("resumed %d job(s) from %s", resumed, self.config.snapshot_directory)
 
     def _close_engine(self) -> None:
         if self.transport is not None:

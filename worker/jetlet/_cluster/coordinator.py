@@ -49,8 +49,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jetlet import _embedded, config, errors, job
+from jetlet._cluster import durable, job_service, partition_table, snapshot_data
 from jetlet._cluster import grid as grid_mod
-from jetlet._cluster import job_service, partition_table, snapshot_data
 from jetlet._execution import execution_plan, execution_service
 from jetlet._execution import snapshots as snapshots_mod
 from jetlet._network import serialization
@@ -197,6 +197,7 @@ class ClusterJobService:
         instance: _embedded.EmbeddedInstance,
         flow: remote.FlowSettings | None = None,
         has_quorum: Callable[[], bool] = lambda: True,
+        snapshot_directory: str = "",
     ) -> None:
         self.member_name = member_name
         self._has_quorum = has_quorum
@@ -229,6 +230,8 @@ class ClusterJobService:
             timeout_s=RPC_TIMEOUT_S,
         )
         self._scale_up_timer: threading.Timer | None = None
+        self.offload = durable.DurableSnapshots(snapshot_directory, self.grid) if snapshot_directory else None
+        """Writes complete snapshots to a directory too, and brings them back when a cluster starts."""
         self._closed = False
 
     # -- the network side ------------------------------------------------------
@@ -364,6 +367,35 @@ class ClusterJobService:
                     restart.append(coordinated)
         for coordinated in restart:
             self._start_execution(coordinated)
+
+    def recover_offloaded_jobs(self) -> int:
+        """On the coordinator of a starting cluster: run on the jobs whose snapshots were offloaded."""
+        if self.offload is None or not self._is_coordinator():
+            return 0
+        self._ensure_table()
+        resumed = 0
+        for job_id, state, problem in self.offload.read_all():
+            with self._lock:
+                if job_id in self._jobs:
+                    continue
+            if state is None:
+                log.error("offloaded job %s cannot be read: %s", job_id, problem)
+                continue
+            coordinated = _CoordinatedJob.from_state(state)
+            with self._lock:
+                self._jobs[coordinated.id] = coordinated
+            if problem is not None:  # never start from damaged state: say why, keep the job's record
+                with self._lock:
+                    coordinated.failure = f"its offloaded snapshot cannot be restored: {problem}"
+                    coordinated.status = job.JobStatus.FAILED.value
+                    coordinated.completion_time = int(time.time() * 1000)
+                    self._lock.notify_all()
+                continue
+            if coordinated.status not in TERMINAL and coordinated.status != job.JobStatus.SUSPENDED.value:
+                log.warning("job %s: resuming from its offloaded snapshot", coordinated.name)
+                self._start_execution(coordinated)
+                resumed += 1
+        return resumed
 
     # -- the grid --------------------------------------------------------------------
     def _grid_call(
@@ -568,7 +600,7 @@ class ClusterJobService:
             self.grid.put_to_partitions(
                 f"{prefix}/data",
                 {
-                    p: [((vertex, me), chunk) for vertex, chunk in chunks]
+                    p: [((vertex, me, p), chunk) for vertex, chunk in chunks]
                     for p, chunks in by_partition.items()
                 },
             )
@@ -649,6 +681,9 @@ class ClusterJobService:
         live = self._live_members()
         return live[0] if live else self.member_name
 
+    def _coordinator_is_not(self, member: str) -> bool:
+        return self._coordinator() != member
+
     def _is_coordinator(self) -> bool:
         return self._coordinator() == self.member_name
 
@@ -661,7 +696,7 @@ class ClusterJobService:
             if reply.get("error") != f"member {coordinator} is not connected":
                 break
             with self._lock:  # the connection dropped: the loss is being noticed
-                self._lock.wait_for(lambda: self._coordinator() != coordinator, FAILOVER_WAIT_S)
+                self._lock.wait_for(functools.partial(self._coordinator_is_not, coordinator), FAILOVER_WAIT_S)
         if "error" in reply:
             raise _remote_error(reply)
         return reply
@@ -717,6 +752,8 @@ class ClusterJobService:
             self._send_control(name, {"job_op": "forget", "job_id": execution_id})
         if stopping != "restart":
             self._persist(coordinated)
+            if self.offload is not None and coordinated.status in TERMINAL:
+                self.offload.forget(coordinated.id)
         if stopping == "restart":
             self._start_execution(coordinated)
 
@@ -924,6 +961,8 @@ class ClusterJobService:
                 }
                 coordinated.snapshot_count += 1
             self._persist(coordinated)
+            if self.offload is not None:
+                self.offload.write(coordinated.id, coordinated.state())
         else:
             log.warning("job %s: snapshot %d failed: %s", coordinated.name, snapshot_id, problem)
         for member in members:  # the second phase: sinks commit (or roll back) what they prepared

@@ -635,6 +635,14 @@ class Grid:
         return path
 
 
+def write_entries_to_directory(map_name: str, entries: Mapping[Any, Any], directory: Path | str) -> Path:
+    """Write ``entries`` as the map file of ``map_name`` in ``directory`` (created if missing)."""
+    path = map_file_path(directory, _checked_name(map_name))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_map_file(path, map_name, {key: serialization.dumps(value) for key, value in entries.items()})
+    return path
+
+
 def _checked_name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"a map name must be a non-empty string, got {name!r}")

@@ -77,6 +77,8 @@ class MemberSettings:
     """PEM private key of ``tls_cert_file``."""
     tls_ca_file: str = ""
     """PEM CA certificate(s) that members' certificates are checked against."""
+    snapshot_directory: str = ""
+    """Where complete snapshots are also written; a cluster started with it resumes its jobs."""
     cooperative_thread_count: int = 1
     flow_control_period_millis: int = 100
     backup_count: int = 1

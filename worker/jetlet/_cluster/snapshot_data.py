@@ -11,7 +11,7 @@ payload``, so that a truncated or corrupted chunk is detected when it is
 read, never restored from silently.
 
 In the grid a snapshot is two maps: ``<prefix>/data`` holds partition
-chunks under the partition they belong to, keyed ``(vertex, member)``;
+chunks under the partition they belong to, keyed ``(vertex, member, partition)``;
 ``<prefix>/broadcast`` holds the broadcast chunks, which every member reads
 whole. :func:`route` turns what a member read back into each local
 processor's share.
@@ -160,6 +160,6 @@ def _thawed(entries: Entries) -> Entries:
 
 
 def _vertex_of(key: Any) -> str:
-    if not (isinstance(key, Sequence) and len(key) == 2 and isinstance(key[0], str)):
+    if not (isinstance(key, Sequence) and len(key) in (2, 3) and isinstance(key[0], str)):
         raise SnapshotDataError(f"snapshot data has a chunk under a malformed key {key!r}")
     return key[0]
