@@ -208,8 +208,8 @@ def _fault_tolerance(client: Any, settings: DemoSettings) -> int:
         members = sorted({name.split("/")[0] for name in job.metrics()})
         print(
             f"  {time.monotonic() - started:4.1f} s  the job runs again on {', '.join(members)}, "
-            f"restored from snapshot #{before.get('id')}: its next snapshot completed {time.monotonic() - killed:.1f} s "
-            "after the kill"
+            f"restored from snapshot #{before.get('id')}: "
+            f"its next snapshot completed {time.monotonic() - killed:.1f} s after the kill"
         )
         job.join()
         found: Counter[tuple[int, str, int]] = Counter()
