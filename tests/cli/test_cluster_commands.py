@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import signal
 import subprocess
 import sys
@@ -352,3 +353,54 @@ def stop_with_children(process: subprocess.Popen[str]) -> None:
     psutil.wait_procs(children, timeout=10)
     process.kill()
     process.wait()
+
+
+STATEFUL_JOB = """
+    from jetlet import Pipeline, Sinks, Sources
+
+    def count(state, key, item):
+        state[0] += 1
+        return (key, state[0])
+
+    pipeline = Pipeline()
+    pipeline.read_from(Sources.test_stream(2000, lambda seq: seq % 5)).without_timestamps().grouping_key(
+        lambda item: item
+    ).map_stateful(lambda: [0], count).write_to(Sinks.noop())
+"""
+
+
+def test_named_snapshots_are_saved_listed_started_from_and_deleted(
+    cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a stateful stream job submitted with exactly-once snapshots
+    job_file = write(tmp_path, "stateful.py", STATEFUL_JOB)
+    guarantee = ["-g", "EXACTLY_ONCE", "--snapshot-interval-millis", "200"]
+    assert cli.main(["submit", *flags(cluster), *guarantee, "-n", "cli-state", job_file]) == 0
+    wait_until(lambda: cluster.get_job("cli-state").snapshot.get("count", 0) > 0, "a snapshot", 30)
+    capsys.readouterr()
+    # when its state is saved under a name, then the snapshot is described and listed
+    assert cli.main(["save-snapshot", *flags(cluster), "cli-state", "cli-kept"]) == 0
+    assert re.match(r"snapshot cli-kept: \d+ entries, \d+ bytes of job cli-state", capsys.readouterr().out)
+    # when saved with -C, then the job is cancelled after the snapshot
+    assert cli.main(["save-snapshot", *flags(cluster), "-C", "cli-state", "cli-last"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "job cli-state: FAILED"
+    assert cli.main(["list-snapshots", *flags(cluster)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAME", "TIME", "SIZE", "ENTRIES", "JOB"]
+    assert [line.split()[0] for line in lines[1:]] == ["cli-kept", "cli-last"]
+    # when a job starts from a named snapshot, then it runs from it
+    assert (
+        cli.main(["submit", *flags(cluster), *guarantee, "-s", "cli-last", "-n", "cli-again", job_file]) == 0
+    )
+    wait_for_status(cluster, "cli-again", "RUNNING")
+    assert cli.main(["cancel", *flags(cluster), "cli-again"]) == 0
+    # when deleted, then they are gone, and deleting again is bad input (2)
+    for name in ("cli-kept", "cli-last"):
+        assert cli.main(["delete-snapshot", *flags(cluster), name]) == 0
+    assert cli.main(["delete-snapshot", *flags(cluster), "cli-kept"]) == 2
+    assert "no snapshot named 'cli-kept'" in capsys.readouterr().err
+    assert cli.main(["list-snapshots", *flags(cluster)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == []
+    # and a job that has ended has no state to save: the cluster refuses (1)
+    assert cli.main(["save-snapshot", *flags(cluster), "cli-again", "never"]) == 1
+    assert "only a running or suspended job can export" in capsys.readouterr().err

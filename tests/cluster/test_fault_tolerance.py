@@ -301,3 +301,49 @@ def test_with_a_snapshot_directory_a_job_survives_the_whole_cluster_and_damage_i
         record = client.request("GET", f"/jobs/{job_id}")
         assert record["status"] == "FAILED"
         assert "cannot be restored" in record["failure"] and data_file.name in record["failure"]
+
+
+def _fail_while_flagged(flag: str) -> Callable[[list[int], int, tuple[int, int]], tuple[int, int, int]]:
+    def count(state: list[int], key: int, event: tuple[int, int]) -> tuple[int, int, int]:
+        if os.path.exists(flag):
+            raise RuntimeError(f"the flag {flag} is set")
+        return _running_count(state, key, event)
+
+    return count
+
+
+def test_suspend_on_failure_keeps_the_state_and_the_cause_until_resumed(tmp_path: pathlib.Path) -> None:
+    out, flag = tmp_path / "out", tmp_path / "flag"
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        .without_timestamps()
+        .grouping_key(lambda event: event[0])
+        .map_stateful(lambda: [0], _fail_while_flagged(str(flag)))
+        .write_to(Sinks.files(str(out)))
+    )
+    with local_cluster(2, FAST_FAILURE) as client:
+        job = client.new_job(p, _config(ProcessingGuarantee.EXACTLY_ONCE, suspend_on_failure=True))
+        _wait_for_snapshot(client, job)
+        flag.write_text("fail")
+        wait_until(lambda: job.status is jetlet.JobStatus.SUSPENDED, "the failing job to be suspended", 30)
+        assert f"the flag {flag} is set" in job.suspension_cause
+        flag.unlink()  # the cause is fixed
+        job.resume()
+        job.join(120)
+    _check_stateful(_committed(out))
+
+
+def test_dropping_state_of_a_missing_stage_must_be_allowed(tmp_path: pathlib.Path) -> None:
+    with local_cluster(2, FAST_FAILURE) as client:
+        job = client.new_job(_stateful_map(str(tmp_path / "a")), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job)
+        job.cancel_and_export_snapshot("old-state")
+        allowed = client.new_job(
+            _windowed_count(str(tmp_path / "b")),
+            _config(
+                ProcessingGuarantee.EXACTLY_ONCE, initial_snapshot_name="old-state", allow_dropping_state=True
+            ),
+        )
+        allowed.join(120)
+        assert allowed.status is jetlet.JobStatus.COMPLETED

@@ -39,7 +39,7 @@ from typing import Any
 
 from jetlet import client as client_mod
 from jetlet import errors, job, member
-from jetlet.config import JobConfig
+from jetlet.config import JobConfig, ProcessingGuarantee
 from jetlet.core.dag import DAG
 from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import Pipeline
@@ -143,6 +143,20 @@ def add_commands(commands: Any) -> None:
     submit.add_argument("-n", "--name", help="job name (unique among active jobs)")
     submit.add_argument(
         "-s", "--snapshot", help="start from this exported snapshot (JobConfig.initial_snapshot_name)"
+    )
+    submit.add_argument(
+        "-g",
+        "--processing-guarantee",
+        choices=[g.value for g in ProcessingGuarantee],
+        default=ProcessingGuarantee.NONE.value,
+        help="snapshots and what they promise after a failure (default NONE: no snapshots)",
+    )
+    submit.add_argument(
+        "--snapshot-interval-millis",
+        type=int,
+        default=JobConfig.snapshot_interval_millis,
+        metavar="MILLIS",
+        help=f"time between snapshots (default {JobConfig.snapshot_interval_millis})",
     )
     submit.add_argument("--wait", action="store_true", help="wait for the job to end; exit 1 if it fails")
     submit.add_argument("file", metavar="FILE.py", help="the Python file that builds the pipeline")
@@ -343,7 +357,15 @@ def _load_definition(path: str, args: Sequence[str]) -> Pipeline | DAG:
 def run_submit(args: argparse.Namespace) -> int:
     client = connect(args)
     definition = _load_definition(args.file, args.args)
-    job_config = JobConfig(name=args.name, initial_snapshot_name=args.snapshot)
+    try:
+        job_config = JobConfig(
+            name=args.name,
+            initial_snapshot_name=args.snapshot,
+            processing_guarantee=ProcessingGuarantee(args.processing_guarantee),
+            snapshot_interval_millis=args.snapshot_interval_millis,
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc), USAGE) from exc
     try:
         submitted = client.new_job(definition, job_config)
     except client_mod.RequestRefusedError as exc:
