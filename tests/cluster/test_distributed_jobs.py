@@ -91,7 +91,7 @@ class _SlowOnMember(proc.Processor):
 
     def process(self, ordinal: int, inbox: Any) -> None:
         batch = inbox.take_all()
-        self.context.data_store.get_list(self._name).extend(batch)
+        self.context.data_store.append_list(self._name, batch)
         if self.context.member_index == self._slow_member:
             time.sleep(0.002)  # the slow consumer under test, not synchronisation
 

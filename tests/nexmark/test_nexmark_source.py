@@ -13,6 +13,8 @@ import jetlet
 from jetlet import config
 from jetlet import job as job_mod
 from jetlet.core import processor as proc
+from jetlet.core.processors.sources import SlicePosition
+from jetlet.core.snapshot_keys import ProcessorKey
 from jetlet.errors import JobCancelledError
 from jetlet.nexmark import (
     AuctionPrice,
@@ -128,10 +130,11 @@ def test_the_source_resumes_its_slice_from_a_snapshot() -> None:
     snapshot = list(outbox.snapshot_bucket)
     outbox.snapshot_bucket.clear()
     first.close()
-    ((key, (index, next_number)),) = snapshot
-    assert index == 1 and 1 < next_number < 600
+    ((key, position),) = snapshot
+    assert key == ProcessorKey(key.tag, 1) and 1 < position.next < 600
     second = new_processor(supplier, outbox)
-    second.restore_from_snapshot(jetlet.core.Inbox([*snapshot, ((key[0], 0), (0, 598))]))
+    other = (ProcessorKey(key.tag, 0), SlicePosition(0, 2, 598))
+    second.restore_from_snapshot(jetlet.core.Inbox([*snapshot, other]))
     assert second.finish_snapshot_restore()
     run_calls(second.complete, outbox, emitted, 1_000, until_size=300)
     second.close()

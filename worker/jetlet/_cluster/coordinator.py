@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jetlet import _embedded, config, errors, job
-from jetlet._cluster import durable, job_service, partition_table, snapshot_data
+from jetlet._cluster import cluster_store, durable, job_service, partition_table, snapshot_data
 from jetlet._cluster import grid as grid_mod
 from jetlet._execution import execution_plan, execution_service
 from jetlet._execution import snapshots as snapshots_mod
@@ -230,6 +230,8 @@ class ClusterJobService:
             timeout_s=RPC_TIMEOUT_S,
         )
         self._scale_up_timer: threading.Timer | None = None
+        self.data_store = cluster_store.ClusterDataStore(self.grid, instance.store)
+        """The jobs' named lists and maps, in the grid (observables stay on the member)."""
         self.offload = durable.DurableSnapshots(snapshot_directory, self.grid) if snapshot_directory else None
         """Writes complete snapshots to a directory too, and brings them back when a cluster starts."""
         self._closed = False
@@ -551,7 +553,7 @@ class ClusterJobService:
             self.instance.config,
             member_index=index,
             member_count=len(members),
-            data_store=self.instance.store,
+            data_store=self.data_store,
             remote=links,
             partition_owners=body["partition_owners"],
             member_snapshots=member_snapshots,
@@ -665,11 +667,6 @@ class ClusterJobService:
         with self._lock:
             self._member_jobs.pop(body["job_id"], None)
         return {"ok": True}
-
-    def _op_read_store(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
-        if body["kind"] == "list":
-            return {"value": list(self.instance.get_list(body["name"]))}
-        return {"value": dict(self.instance.get_map(body["name"]))}
 
     def _op_metrics(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         member_job = self._member_jobs.get(body["job_id"])
@@ -1204,16 +1201,11 @@ class ClusterJobService:
         return {"value": merged}
 
     def _op_read_all(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
-        calls = [
-            self._call(m, "read_store", kind=body["kind"], name=body["name"]) for m in self._member_names()
-        ]
-        values = [call.result(RPC_TIMEOUT_S).get("value") for call in calls]
+        """A named list or map, read from the grid."""
+        self._ensure_table()
         if body["kind"] == "list":
-            return {"value": [item for part in values for item in (part or [])]}
-        merged: dict[Any, Any] = {}
-        for part in values:
-            merged.update(part or {})
-        return {"value": merged}
+            return {"value": self.data_store.read_list(body["name"])}
+        return {"value": self.data_store.read_map(body["name"])}
 
     # -- the JobService protocol (REST calls; forwarded to the coordinator) ------------------
     def submit(self, definition: bytes, job_config: Mapping[str, Any]) -> job_service.JobRecord:

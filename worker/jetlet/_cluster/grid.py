@@ -103,7 +103,9 @@ log = logging.getLogger(__name__)
 MAX_BACKUP_COUNT = 6
 DEFAULT_MAX_BATCH_BYTES = 8 * 1024 * 1024
 """Values' bytes per message, well below the transport's 64 MiB frame limit."""
-OPERATIONS = frozenset({"grid_put", "grid_read", "grid_delete", "grid_copy", "grid_migrate", "grid_stats"})
+OPERATIONS = frozenset(
+    {"grid_put", "grid_get", "grid_read", "grid_delete", "grid_copy", "grid_migrate", "grid_stats"}
+)
 """The control operations :meth:`Grid.handle` serves."""
 MAP_FILE_SUFFIX = ".jlmap"
 
@@ -207,6 +209,11 @@ class GridStore:
         with self._lock:
             maps = self._partitions.setdefault(partition, {})
             maps.setdefault(map_name, {}).update(zip(keys, values, strict=True))
+
+    def get(self, partition: int, map_name: str, key: Any) -> bytes | None:
+        """The value of ``key`` in ``map_name`` in ``partition``, or None."""
+        with self._lock:
+            return self._partitions.get(partition, {}).get(map_name, {}).get(key)
 
     def entries(self, partition: int, map_name: str) -> dict[Any, bytes]:
         """A copy of ``map_name``'s entries in ``partition`` (empty if there are none)."""
@@ -371,6 +378,7 @@ class Grid:
             "grid_copy": self._op_copy,
             "grid_migrate": self._op_migrate,
             "grid_stats": self._op_stats,
+            "grid_get": self._op_get,
         }
 
     # -- the table -----------------------------------------------------------------
@@ -466,6 +474,21 @@ class Grid:
                 else:
                     del pending[member]
         return result
+
+    def get_many(self, map_name: str, keys: Iterable[Any]) -> dict[Any, Any]:
+        """The entries of ``keys`` that ``map_name`` holds, each read from its partition's primary."""
+        table = self._current()
+        by_owner: dict[str, list[Any]] = collections.defaultdict(list)
+        for key in keys:
+            by_owner[table.partitions.owner(stable_hash(key) % self.partition_count)].append(key)
+        requests = [(owner, {"map": map_name, "keys": wanted}) for owner, wanted in by_owner.items()]
+        found: dict[Any, Any] = {}
+        for _member, reply in self._call_all("grid_get", requests):
+            found.update(
+                (key, serialization.loads(value))
+                for key, value in zip(reply["keys"], reply["values"], strict=True)
+            )
+        return found
 
     def local_primary_entries(self, map_name: str, partitions: Iterable[int]) -> dict[int, dict[Any, Any]]:
         """This member's copy of ``map_name`` in ``partitions`` (which it must replicate); no network.
@@ -604,6 +627,16 @@ class Grid:
         for partition, name, keys, values in body["entries"]:
             self.store.put(partition, name, keys, values)
         return {}
+
+    def _op_get(self, body: dict[str, Any]) -> dict[str, Any]:
+        name, count = body["map"], self.partition_count
+        keys, values = [], []
+        for key in body["keys"]:
+            value = self.store.get(stable_hash(key) % count, name, key)
+            if value is not None:
+                keys.append(key)
+                values.append(value)
+        return {"keys": keys, "values": values}
 
     def _op_read(self, body: dict[str, Any]) -> dict[str, Any]:
         keys, values, done = self.store.read(body["map"], body["partitions"], body["max_bytes"])

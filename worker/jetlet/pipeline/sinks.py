@@ -47,7 +47,7 @@ class Sinks:
     @staticmethod
     def list(name: str) -> Sink[Any]:
         """Appends results to the instance's named list (``instance.get_list(name)``)."""
-        return Sink(f"listSink({name})", proc.ProcessorMetaSupplier.of(store.list_sink_p(name)))
+        return Sink(f"listSink({name})", store.list_sink_p(name))
 
     @staticmethod
     def map(
@@ -56,9 +56,7 @@ class Sinks:
         value_fn: Callable[[Any], Any] = _second,
     ) -> Sink[Any]:
         """Puts results into the named map: ``(key, value)`` tuples by default, replacing old values."""
-        return Sink(
-            f"mapSink({name})", proc.ProcessorMetaSupplier.of(store.map_sink_p(name, key_fn, value_fn))
-        )
+        return Sink(f"mapSink({name})", store.map_sink_p(name, key_fn, value_fn))
 
     @staticmethod
     def map_with_merging(
@@ -70,7 +68,7 @@ class Sinks:
         """Like :meth:`map`, but ``merge_fn(old, new)`` where the key already has a value."""
         return Sink(
             f"mapWithMergingSink({name})",
-            proc.ProcessorMetaSupplier.of(store.map_sink_p(name, key_fn, value_fn, merge_fn)),
+            store.map_sink_p(name, key_fn, value_fn, merge_fn),
         )
 
     @staticmethod
@@ -80,7 +78,7 @@ class Sinks:
         """``update_fn(old_value_or_None, item)`` becomes the key's value."""
         return Sink(
             f"mapWithUpdatingSink({name})",
-            proc.ProcessorMetaSupplier.of(store.map_update_sink_p(name, key_fn, update_fn)),
+            store.map_update_sink_p(name, key_fn, update_fn),
         )
 
     @staticmethod
@@ -108,6 +106,11 @@ class Sinks:
 
         ``<index>`` is the processor's global index; the directory is
         created if missing and an older file of the same name is replaced.
+        In an EXACTLY_ONCE job the sink is transactional instead: each
+        processor writes files ``directory/<index>-<sequence>``, each
+        committed (made visible under that name) once the snapshot after its
+        items is complete, and it leaves uncommitted ones under temporary
+        names starting with a dot (see :mod:`jetlet.core.processors.file_sink`).
         """
         if not isinstance(directory, str | os.PathLike) or not os.fspath(directory):
             raise ValueError(f"Sinks.files: directory must be a non-empty path, got {directory!r}")

@@ -43,11 +43,14 @@ snapshots, as Jet's ``WriteFileP`` with its transaction utility does:
   complete snapshot lists them, and their items will be replayed. (Not in
   ``close()``, unlike Jet: an execution that fails before its restore must
   not delete the files that the snapshot still lists.)
-* ``complete()`` (the end of a batch job) prepares the active transaction and
-  commits every pending one, unless a snapshot is between its two phases (its
-  ``snapshot_commit_finish`` commits them then). ``close()`` deletes the
-  active transaction's file (its items come after the last barrier) and keeps
-  the pending ones for a restore to commit.
+* ``complete()`` (the end of the input) commits the active transaction and
+  every pending one. While a snapshot is between its two phases it returns
+  False until ``snapshot_commit_finish`` has come (the engine runs that
+  second phase before it calls ``complete()`` again), as Jet's tasklet waits
+  for it before it ends: after a failed snapshot the pending transactions
+  are still the job's output, and they commit with the rest. ``close()``
+  deletes the active transaction's file (its items come after the last
+  barrier) and keeps the pending ones for a restore to commit.
 """
 
 from __future__ import annotations
@@ -147,13 +150,14 @@ class WriteFileP(processor.Processor):
             self._plain_file()
             self._close_file()
             return True
+        if self._snapshot_in_progress:
+            return False  # the second phase decides about what is pending: wait for it
         self._delete_leftovers()
         if self._active is not None:
             self._active.prepare()
             self._pending.append(self._active)
-            self._active = None
-        if not self._snapshot_in_progress:
-            self._commit_pending()
+        self._active = None
+        self._commit_pending()
         return True
 
     def close(self) -> None:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import itertools
 import sys
 import time
@@ -441,7 +442,11 @@ def source_from_generator(
     same total parallelism, and errors name the source ``name`` (the vertex
     name by default).
     """
-    return replayable_source_p(lambda context: _GeneratorReader(generate, context, name), cooperative)
+    # The factory holds ``generate`` itself, so a client that cannot pickle it finds it one step away.
+    return processor.ProcessorMetaSupplier.of(
+        lambda: ReplayableSourceP(functools.partial(_GeneratorReader, generate, name=name), cooperative),
+        preferred_local_parallelism=1,
+    )
 
 
 class _RateSourceP(processor.Processor):

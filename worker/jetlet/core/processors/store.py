@@ -1,13 +1,16 @@
 """Sources and sinks of the member's named data structures (lists, maps, observables).
 
 They reach the structures through ``context.data_store`` (see
-:mod:`jetlet._store`), so they work wherever the job runs: the embedded
-instance now, a cluster member later.
+:mod:`jetlet._store`), so they work wherever the job runs: on an embedded
+instance's own store, or on a cluster member, whose lists and maps live in
+the replicated grid. The sinks' processors are cooperative unless the store
+says its writes block (the grid waits for backups): then each runs on a
+thread of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from jetlet.core import inbox as inbox_mod
@@ -22,8 +25,12 @@ def _store(context: processor.MetaSupplierContext, what: str) -> Any:
 
 
 class _StoreSinkP(processor.Processor):
-    def __init__(self, write: Callable[[Any, list[Any]], object]) -> None:
+    def __init__(self, write: Callable[[Any, list[Any]], object], cooperative: bool = True) -> None:
         self._write = write
+        self._cooperative = cooperative
+
+    def is_cooperative(self) -> bool:
+        return self._cooperative
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         self._write(_store(self.context, "a data structure sink"), inbox.take_all())
@@ -32,9 +39,27 @@ class _StoreSinkP(processor.Processor):
         return True
 
 
-def list_sink_p(name: str) -> processor.ProcessorFactory:
+class _StoreSinkSupplier(processor.ProcessorSupplier):
+    """Makes sink processors that are cooperative unless the member's store blocks (a cluster's grid)."""
+
+    def __init__(self, write: Callable[[Any, list[Any]], object]) -> None:
+        self._write = write
+        self._cooperative = True
+
+    def init(self, context: processor.ProcessorSupplierContext) -> None:
+        self._cooperative = not getattr(context.data_store, "blocking", False)
+
+    def get(self, count: int) -> list[processor.Processor]:
+        return [_StoreSinkP(self._write, self._cooperative) for _ in range(count)]
+
+
+def _sink(write: Callable[[Any, list[Any]], object]) -> processor.ProcessorMetaSupplier:
+    return processor.ProcessorMetaSupplier.of(_StoreSinkSupplier(write))
+
+
+def list_sink_p(name: str) -> processor.ProcessorMetaSupplier:
     """Appends items to the named list."""
-    return lambda: _StoreSinkP(lambda store, batch: store.get_list(name).extend(batch))
+    return _sink(lambda store, batch: store.append_list(name, batch))
 
 
 def map_sink_p(
@@ -42,28 +67,20 @@ def map_sink_p(
     key_fn: Callable[[Any], Any],
     value_fn: Callable[[Any], Any],
     merge_fn: Callable[[Any, Any], Any] | None = None,
-) -> processor.ProcessorFactory:
+) -> processor.ProcessorMetaSupplier:
     """Puts ``key_fn(item) -> value_fn(item)`` into the named map (``merge_fn(old, new)`` if given)."""
 
     def write(store: Any, batch: list[Any]) -> None:
         store.update_map(name, [(key_fn(item), value_fn(item)) for item in batch], merge_fn)
 
-    return lambda: _StoreSinkP(write)
+    return _sink(write)
 
 
 def map_update_sink_p(
     name: str, key_fn: Callable[[Any], Any], update_fn: Callable[[Any, Any], Any]
-) -> processor.ProcessorFactory:
+) -> processor.ProcessorMetaSupplier:
     """Sets ``map[key_fn(item)] = update_fn(old_value_or_None, item)`` in the named map."""
-
-    def write(store: Any, batch: list[Any]) -> None:
-        with store.lock:
-            target = store.get_map(name)
-            for item in batch:
-                key = key_fn(item)
-                target[key] = update_fn(target.get(key), item)
-
-    return lambda: _StoreSinkP(write)
+    return _sink(lambda store, batch: store.update_map_with(name, batch, key_fn, update_fn))
 
 
 class _ObservableSinkMeta(processor.ProcessorMetaSupplier):
@@ -103,10 +120,5 @@ def observable_sink_p(name: str) -> processor.ProcessorMetaSupplier:
 
 
 def list_source_p(name: str) -> processor.ProcessorMetaSupplier:
-    """The items of the named list, split among the source processors by index."""
-
-    def read(context: processor.ProcessorContext) -> Iterator[Any]:
-        items = list(_store(context, "Sources.list").get_list(name))
-        return iter(items[context.global_processor_index :: context.total_parallelism])
-
-    return sources.source_from_generator(read)
+    """The items of the named list, split among the source processors by index (replayable, rescalable)."""
+    return sources.source_from_collection(lambda context: _store(context, "Sources.list").read_list(name))
