@@ -347,3 +347,25 @@ def test_dropping_state_of_a_missing_stage_must_be_allowed(tmp_path: pathlib.Pat
         )
         allowed.join(120)
         assert allowed.status is jetlet.JobStatus.COMPLETED
+
+
+def test_an_idempotent_map_sink_keeps_exact_results_in_the_grid_through_a_members_death() -> None:
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        .with_timestamps(lambda event: event[1], 0)
+        .grouping_key(lambda event: event[0])
+        .window(WindowDefinition.tumbling(WINDOW_MS))
+        .aggregate(AggregateOperations.counting())
+        .write_to(Sinks.map("windows", lambda result: (result.key, result.end), lambda result: result.result))
+    )
+    rng = random.Random(29)
+    with local_cluster(3, FAST_FAILURE) as client:
+        job = client.new_job(p, _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job)
+        time.sleep(rng.uniform(0.2, 1.5))
+        os.kill(client.pids[2], signal.SIGKILL)
+        job.join(120)
+        found = client.get_map("windows")
+    expected = collections.Counter((seq % KEYS, (seq // WINDOW_MS + 1) * WINDOW_MS) for seq in range(COUNT))
+    assert found == dict(expected)
