@@ -962,7 +962,7 @@ class ClusterJobService:
                 self.offload.write(coordinated.id, coordinated.state())
         else:
             log.warning("job %s: snapshot %d failed: %s", coordinated.name, snapshot_id, problem)
-        for member in members:  # the second phase: sinks commit (or roll back) what they prepared
+        commits = [  # the second phase: sinks commit (or roll back) what they prepared
             self._call(
                 member,
                 "snapshot_commit",
@@ -970,6 +970,9 @@ class ClusterJobService:
                 snapshot_id=snapshot_id,
                 success=problem is None,
             )
+            for member in members
+        ]
+        concurrent.futures.wait(commits, RPC_TIMEOUT_S)
         stale = previous["prefix"] if problem is None and previous is not None else None
         if problem is not None:
             stale = prefix
