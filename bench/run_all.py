@@ -40,6 +40,8 @@ def _run_script(path: Path, argv: Sequence[str]) -> str:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    # Registered, as an import would: dataclasses (and pickling) look a class's module up there.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     if inspect.signature(module.main).parameters:
         markdown = module.main(list(argv))
