@@ -117,6 +117,7 @@ def _run_with_kill(
     seed: int,
     victim: int,
     during_snapshot: bool = False,
+    failure: signal.Signals = signal.SIGKILL,
 ) -> collections.Counter[Any]:
     out = tmp_path / "out"
     rng = random.Random(seed)
@@ -130,12 +131,17 @@ def _run_with_kill(
             time.sleep(rng.uniform(0.0, 0.2))
         else:
             time.sleep(rng.uniform(0.2, 2.0))
-        os.kill(client.pids[victim], signal.SIGKILL)
-        wait_until(lambda: survivor.get_job(job.id) is not None, "the job to be known after the kill", 30)
-        handle = survivor.get_job(job.id)
-        assert handle is not None
-        handle.join(120)
-        assert handle.status is jetlet.JobStatus.COMPLETED
+        os.kill(client.pids[victim], failure)
+        try:
+            wait_until(
+                lambda: survivor.get_job(job.id) is not None, "the job to be known after the failure", 30
+            )
+            handle = survivor.get_job(job.id)
+            assert handle is not None
+            handle.join(120)
+            assert handle.status is jetlet.JobStatus.COMPLETED
+        finally:  # a stopped process holds its connections open until it is killed
+            os.kill(client.pids[victim], signal.SIGKILL)
     return _committed(out)
 
 
@@ -160,6 +166,14 @@ def test_exactly_once_survives_a_member_killed_during_a_snapshot(tmp_path: pathl
 
 def test_exactly_once_survives_the_coordinator_killed(tmp_path: pathlib.Path) -> None:
     _check_stateful(_run_with_kill(tmp_path, _stateful_map, ProcessingGuarantee.EXACTLY_ONCE, 13, victim=0))
+
+
+def test_exactly_once_survives_a_member_that_hangs_with_its_connections_open(tmp_path: pathlib.Path) -> None:
+    # SIGSTOP: no connection drops; the member misses its heartbeats and the membership drops it
+    found = _run_with_kill(
+        tmp_path, _windowed_count, ProcessingGuarantee.EXACTLY_ONCE, 29, victim=2, failure=signal.SIGSTOP
+    )
+    assert found == _windowed_reference()
 
 
 def test_at_least_once_loses_nothing_and_reports_its_duplicates(tmp_path: pathlib.Path) -> None:

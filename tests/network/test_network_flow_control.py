@@ -125,6 +125,19 @@ def test_given_a_send_window_when_an_ack_shrinks_it_then_there_is_no_room() -> N
     assert sender.room() == 12
 
 
+def test_given_room_promised_when_an_ack_shrinks_the_limit_before_sending_then_the_promise_holds() -> None:
+    # the sender tasklet takes items within room() while the network thread delivers a smaller limit
+    sender = SendWindow(initial_limit=10)
+    promised = sender.room()
+    sender.on_ack(4)
+    sender.sent(promised)
+    assert (sender.sent_seq, sender.room()) == (10, 0)
+    with pytest.raises(ValueError, match="exceed the window"):
+        sender.sent(1)
+    sender.on_ack(15)
+    assert sender.room() == 5
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [{"multiplier": 0}, {"floor": 0}, {"initial": 3, "floor": 4}, {"period_ms": 0}],

@@ -218,6 +218,8 @@ class ClusterJobService:
             16, thread_name_prefix=f"jetlet-control-{member_name}"
         )
         self._lost: set[str] = set()
+        self._known_members: tuple[str, ...] = ()
+        """The members at the last membership change, to tell which ones it dropped."""
         """Members whose connection dropped: left out of new executions until they are back."""
         self._table: partition_table.PartitionTable | None = None
         """The coordinator's partition table, which the grid and the executions follow."""
@@ -260,9 +262,18 @@ class ClusterJobService:
         return True
 
     def on_peer_lost(self, peer: str) -> None:
-        """A member is gone: restart (or suspend) the jobs it ran; take over if it was the coordinator."""
+        """A member's connection dropped (called on the network thread, so nothing here blocks)."""
         with self._lock:
             was_coordinator = self._coordinator() == peer
+        self._member_lost(peer, was_coordinator)
+
+    def _member_lost(self, peer: str, was_coordinator: bool) -> None:
+        """Fail the calls waiting on ``peer``, cancel the work it coordinated, and hand the rest to a worker.
+
+        Restarting jobs and taking over wait on other members (the grid moves partitions), whose
+        replies come through the thread that reports the loss: that work runs on a worker thread.
+        """
+        with self._lock:
             self._lost.add(peer)
             self._lock.notify_all()
             orphans = [m for m in self._member_jobs.values() if m.coordinator == peer]
@@ -270,11 +281,15 @@ class ClusterJobService:
             self._unreachable(rpc, peer)
         for member_job in orphans:  # their coordinator is gone: the new one starts new executions
             member_job.tracker.cancel(f"its coordinator {peer} left the cluster")
-        if not self._is_coordinator():
+        if self._closed or not self._is_coordinator():
             return
         if was_coordinator:
             self._workers.submit(_logged(self._take_over), peer)
-            return
+        else:
+            self._workers.submit(_logged(self._restart_jobs_of), peer)
+
+    def _restart_jobs_of(self, peer: str) -> None:
+        """Restart (or suspend) the running jobs that had a share on ``peer``, which is lost."""
         with self._lock:
             affected = [j for j in self._jobs.values() if peer in j.members and j.status not in TERMINAL]
         for coordinated in affected:
@@ -314,7 +329,15 @@ class ClusterJobService:
                     self._lost.add(member)
 
     def on_members_changed(self, names: Sequence[str]) -> None:
-        """Members changed: auto-scaling jobs use a new member after ``scale_up_delay_millis``."""
+        """Members changed: a member the membership dropped is lost (it may hang with its connection
+        open); auto-scaling jobs use a new member after ``scale_up_delay_millis``."""
+        with self._lock:
+            before, self._known_members = self._known_members, tuple(names)
+            coordinator = next((m for m in before if m not in self._lost), self.member_name)
+            dropped = [m for m in before if m not in names and m not in self._lost]
+        for member in dropped:
+            log.warning("member %s was dropped from the cluster (missed heartbeats)", member)
+            self._member_lost(member, member == coordinator)
         with self._lock:  # a lost member that the membership has dropped may come back as a new one
             self._lost &= set(names)
         if self._closed or not self._is_coordinator():

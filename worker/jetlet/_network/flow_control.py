@@ -25,6 +25,10 @@ consumer, is what is slow): pass ``waiting`` to :meth:`ReceiveWindow.ack`.
 :class:`SendWindow` is the sender's side: it starts with the receiver's
 initial window, counts what it sent, takes the latest limit from each ack,
 and refuses to go past it, so the items in flight never exceed the window.
+Acks arrive on the network thread while the sender tasklet fills a packet
+within the room it was given, so a limit may shrink below what was already
+promised: those items still go (the receiver's window is a target, not a
+buffer size), and :meth:`SendWindow.room` stays 0 until the acks catch up.
 """
 
 from __future__ import annotations
@@ -107,19 +111,23 @@ class SendWindow:
         self.sent_seq = 0
         """Items sent so far."""
         self.limit = initial_limit
-        """The latest send limit: ``sent_seq`` may never exceed it."""
+        """The latest send limit: ``sent_seq`` goes past it only by what :meth:`room` promised before."""
+        self._promised = initial_limit
+        """``sent_seq`` plus the room given by the last :meth:`room` call."""
 
     def room(self) -> int:
-        """How many more items may be sent now."""
-        return max(0, self.limit - self.sent_seq)
+        """How many more items may be sent now (promised: a shrinking ack does not take it back)."""
+        room = max(0, self.limit - self.sent_seq)
+        self._promised = self.sent_seq + room
+        return room
 
     def can_send(self, n: int) -> bool:
         """True when ``n`` more items stay within the window (sending none always does)."""
         return n <= self.room()
 
     def sent(self, n: int) -> None:
-        """Count ``n`` items as sent; raises :class:`ValueError` if that would exceed the window."""
-        if n and not self.can_send(n):
+        """Count ``n`` items as sent; :class:`ValueError` if that exceeds both the window and the promise."""
+        if n and self.sent_seq + n > max(self.limit, self._promised):
             raise ValueError(
                 f"sending {n} items would exceed the window: {self.sent_seq} sent, limit {self.limit}"
             )
