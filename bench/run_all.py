@@ -1,15 +1,20 @@
-"""Run every benchmark and record the results in ``bench/RESULTS.md``.
+"""Run the benchmarks and record the results in ``bench/RESULTS.md``.
 
 Each ``bench/*_bench.py`` exposes ``main(argv) -> str`` returning a Markdown
 section (and prints it when run alone). This script imports them in name
-order and calls each ``main`` with the flags given here (``--repeats``); a
-script whose ``main()`` takes no arguments runs with its default flags and
-what it prints becomes its section. It then writes ``RESULTS.md``: a header
-saying when, on what machine (platform, CPU count, Python version), at which
-git commit and with which command the numbers were made, then every
-benchmark's section. A benchmark that fails is recorded with its error and
-the run goes on; the exit status is then 1.
-Run: ``python bench/run_all.py [--repeats N] [--output PATH]``.
+order (``--only`` picks some) and calls each ``main`` with the flags given
+here (``--repeats``); a script whose ``main()`` takes no arguments runs with
+its default flags and what it prints becomes its section.
+
+``RESULTS.md`` is a header, then sections between ``<!-- section:NAME -->``
+and ``<!-- /section:NAME -->`` markers, each opened by when, on what machine
+(platform, CPU count, Python version), at which git commit and with which
+command its numbers were made. A run replaces the sections of the scripts it
+ran and keeps every other one (also those other tools write, such as the
+NEXMark harness's), so one benchmark can be measured again alone. A
+benchmark that fails is recorded with its error and the run goes on; the
+exit status is then 1.
+Run: ``python bench/run_all.py [--repeats N] [--only NAME,...] [--output PATH]``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import inspect
 import io
 import os
 import platform
+import re
 import subprocess
 import sys
 import traceback
@@ -79,29 +85,59 @@ def _git_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def _header(command: str) -> str:
+HEADER = (
+    "# Benchmark results\n\n"
+    "Each benchmark compares jetlet with a plain-Python baseline measured in the same run; each section "
+    "says when, where and with which command it was measured.\n"
+)
+_SECTION = re.compile(r"<!-- section:(?P<name>[\w.-]+) -->\n.*?<!-- /section:(?P=name) -->\n", re.DOTALL)
+
+
+def provenance(command: str) -> str:
+    """The line that opens a section: date, machine, commit and the command that measured it."""
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    return f"_Measured {now} on {machine}, commit {_git_commit()}, with `{command}`._\n"
+
+
+def wrap_section(name: str, body: str, command: str) -> str:
+    """``body`` (a Markdown section starting with its heading) between its markers, with provenance."""
+    heading, _, rest = body.strip().partition("\n")
     return (
-        "# Benchmark results\n\n"
-        "Each benchmark compares jetlet with a plain-Python baseline measured in the same run.\n\n"
-        f"- Date: {now}\n"
-        f"- Machine: {machine}\n"
-        f"- Commit: {_git_commit()}\n"
-        f"- Command: `{command}`\n"
+        f"<!-- section:{name} -->\n{heading}\n\n{provenance(command)}{rest.rstrip()}\n"
+        f"<!-- /section:{name} -->\n"
     )
 
 
+def merge_sections(existing: str, fresh: dict[str, str]) -> str:
+    """``existing`` RESULTS.md text with the ``fresh`` wrapped sections put in (replaced or appended)."""
+    kept = {m["name"]: m.group(0) for m in _SECTION.finditer(existing)}
+    order = list(kept) + [name for name in fresh if name not in kept]
+    merged = {**kept, **fresh}
+    return HEADER + "\n" + "\n".join(merged[name] for name in order)
+
+
 def main(argv: Sequence[str] = ()) -> int:
-    parser = argparse.ArgumentParser(description="Run every bench/*_bench.py and write RESULTS.md")
+    parser = argparse.ArgumentParser(
+        description="Run bench/*_bench.py and write their sections of RESULTS.md"
+    )
     parser.add_argument("--repeats", type=int, help="passed on to every benchmark")
+    parser.add_argument("--only", help="comma-separated script names to run (e.g. fault_tolerance_bench)")
     parser.add_argument("--output", type=Path, default=BENCH_DIR / "RESULTS.md")
     args = parser.parse_args(list(argv))
     forwarded = ["--repeats", str(args.repeats)] if args.repeats is not None else []
-    sections: list[str] = []
+    scripts = _bench_scripts()
+    if args.only:
+        wanted = {name.strip().removesuffix(".py") for name in args.only.split(",") if name.strip()}
+        unknown = sorted(wanted - {script.stem for script in scripts})
+        if unknown:
+            parser.error(f"--only: no bench/{', '.join(unknown)}.py; there are {[s.stem for s in scripts]}")
+        scripts = [script for script in scripts if script.stem in wanted]
+    command = " ".join(["python", "bench/run_all.py", *argv])
+    fresh: dict[str, str] = {}
     failed = False
     sys.path.insert(0, str(BENCH_DIR))
-    for script in _bench_scripts():
+    for script in scripts:
         print(f"running {script.name} ...", file=sys.stderr, flush=True)
         try:
             section = _run_script(script, forwarded)
@@ -109,9 +145,9 @@ def main(argv: Sequence[str] = ()) -> int:
             failed = True
             section = f"## {script.name}: FAILED\n\n```\n{traceback.format_exc().rstrip()}\n```\n"
         print(section, flush=True)
-        sections.append(section)
-    command = " ".join(["python", "bench/run_all.py", *argv])
-    args.output.write_text(_header(command) + "\n" + "\n".join(sections), encoding="utf-8")
+        fresh[script.stem] = wrap_section(script.stem, section, command)
+    existing = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
+    args.output.write_text(merge_sections(existing, fresh), encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
     return 1 if failed else 0
 
