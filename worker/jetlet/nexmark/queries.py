@@ -1,20 +1,25 @@
-"""NEXMark queries 0, 1, 2 and 5 as pipeline transforms, after Apache Beam's queries and the Jet paper.
+"""NEXMark queries 0, 1, 2, 5, 7 and 13 as pipeline transforms, after Apache Beam's queries and the Jet paper.
 
 Each function takes the stage of events a :func:`~jetlet.nexmark.source.nexmark_source` produced
 (after ``with_native_timestamps``) and returns the stage of its results; the per-item logic is in
 plain functions (``currency_conversion``, ``selection``) that return None for events a query drops,
-which is how a jetlet ``map`` filters.
+which is how a jetlet ``map`` filters. The joining queries (3, 4, 6, 8) are in
+:mod:`jetlet.nexmark.joins`; :data:`QUERIES` names every query with its default parameters.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
 
-from jetlet.aggregate import counting, top_n
+from jetlet.aggregate import AggregateOperation, counting, top_n
 from jetlet.datamodel import KeyedWindowResult, WindowResult
+from jetlet.nexmark import joins
 from jetlet.nexmark.generator import DEFAULT_CONFIG
 from jetlet.nexmark.model import AuctionPrice, Bid, Event
-from jetlet.pipeline import StreamStage, WindowDefinition
+from jetlet.pipeline import BatchStage, JoinClause, Sources, StreamStage, WindowDefinition
 
 DOLLAR_TO_EURO_NUMERATOR = 89
 DOLLAR_TO_EURO_DENOMINATOR = 100
@@ -99,3 +104,107 @@ def q5_hot_items(
     )
     best = counts.window(WindowDefinition.tumbling(slide_ms)).aggregate(top_n(top, _bids_then_auction))
     return best.map(_hot_items).set_name("nexmark-q5-hot-items")
+
+
+# --------------------------------------------------------------------------- query 7
+
+
+def _keep_highest(highest: list[Bid], bid: Bid) -> list[Bid]:
+    if not highest or bid.price > highest[0].price:
+        return [bid]
+    if bid.price == highest[0].price:
+        highest.append(bid)
+    return highest
+
+
+def _combine_highest(left: list[Bid], right: list[Bid]) -> list[Bid]:
+    if not left or not right or left[0].price != right[0].price:
+        return max(left, right, key=_highest_price)
+    return left + right
+
+
+def _highest_price(highest: list[Bid]) -> int:
+    return highest[0].price if highest else -1
+
+
+def _no_bids() -> list[Bid]:
+    return []
+
+
+def highest_bids() -> AggregateOperation[list[Bid], list[Bid]]:
+    """The bids with the highest price (all of them on a tie), as an aggregate operation."""
+    return (
+        AggregateOperation.with_create(_no_bids).and_accumulate(_keep_highest).and_combine(_combine_highest)
+    )
+
+
+def _window_bids(window: WindowResult[list[Bid]]) -> list[Bid]:
+    return window.result
+
+
+def q7_highest_bid(events: StreamStage[Event], window_ms: int = 10_000) -> StreamStage[Bid]:
+    """Query 7: the bids with the highest price of each tumbling window of ``window_ms``.
+
+    Beam computes each window's maximum price as a side input and keeps the bids at that price; jetlet
+    aggregates each window with :func:`highest_bids` (the bids at the running maximum, combined
+    across processors) and flat-maps the window's result to its bids.
+    """
+    bids: StreamStage[Bid] = events.map(_bid_or_none)
+    windows = bids.window(WindowDefinition.tumbling(window_ms)).aggregate(highest_bids())
+    return windows.flat_map(_window_bids).set_name("nexmark-q7-highest-bid")
+
+
+# --------------------------------------------------------------------------- query 13
+
+SIDE_INPUT_SIZE = 500
+"""Rows of query 13's side input (Beam's ``sideInputRowCount``)."""
+
+
+def side_input_rows(size: int = SIDE_INPUT_SIZE) -> list[tuple[int, str]]:
+    """Query 13's side input as Beam prepares it: ``(i, str(i))`` for ``i`` in ``0 .. size - 1``."""
+    return [(key, str(key)) for key in range(size)]
+
+
+def side_input_key(bid: Bid, size: int = SIDE_INPUT_SIZE) -> int:
+    """The side-input row of a bid: its bidder modulo the side input's size (Beam's key)."""
+    return bid.bidder % size
+
+
+def with_side_value(bid: Bid, value: str | None) -> Bid:
+    """Query 13's result: the bid with the side input's value as its ``extra`` (kept with no row)."""
+    return Bid(bid.auction, bid.bidder, bid.price, bid.date_time, bid.extra if value is None else value)
+
+
+def q13_bounded_side_input_join(
+    events: StreamStage[Event],
+    side_input: BatchStage[tuple[int, str]] | None = None,
+    side_input_size: int = SIDE_INPUT_SIZE,
+) -> StreamStage[Bid]:
+    """Query 13: each bid enriched with the value of its row of a bounded side input.
+
+    Beam reads the side input as a map view and looks up ``bid.bidder % size`` for each bid; jetlet
+    loads the side input (``(key, value)`` items; by default :func:`side_input_rows` read from
+    ``Sources.items``) into a ``hash_join`` table and joins every bid on that key.
+    """
+    if side_input is None:
+        # the pipeline that built the events stage (the Pipeline API has no public accessor for it)
+        side_input = events.pipeline.read_from(Sources.items(*side_input_rows(side_input_size)))
+    bids: StreamStage[Bid] = events.map(_bid_or_none)
+    clause = JoinClause.join_map_entries(functools.partial(side_input_key, size=side_input_size))
+    joined: StreamStage[Bid] = bids.hash_join(side_input, clause, with_side_value)
+    return joined.set_name("nexmark-q13-bounded-side-input-join")
+
+
+QUERIES: dict[str, Callable[[StreamStage[Event]], StreamStage[Any]]] = {
+    "q0": q0_pass_through,
+    "q1": q1_currency_conversion,
+    "q2": q2_selection,
+    "q3": joins.q3_local_item_suggestion,
+    "q4": joins.q4_average_price_by_category,
+    "q5": q5_hot_items,
+    "q6": joins.q6_average_price_by_seller,
+    "q7": q7_highest_bid,
+    "q8": joins.q8_monitor_new_users,
+    "q13": q13_bounded_side_input_join,
+}
+"""Every query by its short name, called with its default parameters: ``QUERIES["q5"](events)``."""

@@ -94,6 +94,11 @@ class GeneralStage(Generic[T]):
     def name(self) -> str:
         return self._transform.name
 
+    @property
+    def pipeline(self) -> pipeline_mod.Pipeline:
+        """The pipeline this stage belongs to (Jet's ``getPipeline()``), to read another source into it."""
+        return self._pipeline
+
     def _derive(self, transform: tf.Transform) -> Any:
         self._pipeline._connect(transform)
         return type(self)(self._pipeline, transform, self._timestamped)

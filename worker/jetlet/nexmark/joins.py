@@ -1,0 +1,341 @@
+"""NEXMark queries 3, 4, 6 and 8: the queries that join people, auctions and bids.
+
+All of them key one event stream by the id the joined events share and keep per-key state:
+
+* **Query 3** (local item suggestion) is an *incremental* join: people and auctions keyed by the
+  person id (``person.id`` / ``auction.seller``) meet in a keyed ``flat_map_stateful``, which
+  remembers the person and answers every auction of theirs, including auctions that came first.
+* **Winning bids** (the core of queries 4 and 6) keys auctions and bids by the auction id; a keyed
+  ``map_stateful`` keeps the auction and its best valid bid so far. An auction closes by *event
+  time*: its result is final once the watermark passes its ``expires``. jetlet's keyed state has a
+  time-to-live in event time (a key is evicted once the watermark passes its latest event by
+  ``ttl``), so the TTL is an upper bound of every auction's duration
+  (:func:`max_auction_duration_ms`): a key is evicted after its auction expired, and the eviction
+  callback emits the winning bid. An auction's result thus comes out when the watermark passes
+  ``expires``, or up to ``ttl`` later (when its last event on the key is late). Watermarks are
+  throttled as in Jet (to the gcd of the pipeline's window slides, else to 1,000 ms), so without
+  windows in the pipeline auctions close at whole seconds of event time.
+* **Query 4** averages the winning prices per category (a keyed rolling average), **query 6** per
+  seller over their last 10 winning bids (a keyed ``map_stateful`` holding those bids).
+* **Query 8** (monitor new users) is a *window* join: people keyed by id and auctions keyed by seller
+  co-aggregated into the same tumbling windows (``aggregate2``).
+
+The per-item logic is in plain module-level functions and state classes (picklable, testable alone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Iterable
+
+from jetlet.aggregate import averaging, to_list
+from jetlet.datamodel import KeyedWindowResult
+from jetlet.nexmark.generator import (
+    AUCTION_PROPORTION,
+    DEFAULT_CONFIG,
+    PROPORTION_DENOMINATOR,
+    GeneratorConfig,
+)
+from jetlet.nexmark.model import (
+    Auction,
+    AuctionBid,
+    Bid,
+    CategoryPrice,
+    Event,
+    IdNameReserve,
+    NameCityStateId,
+    Person,
+    SellerPrice,
+)
+from jetlet.pipeline import StreamStage, WindowDefinition
+
+LOCAL_STATES = ("OR", "ID", "CA")
+"""Query 3's states (Beam's)."""
+LOCAL_CATEGORY = 10
+"""Query 3's category (Beam's)."""
+SELLER_STATE_TTL_MS = 600_000
+"""How long query 3 keeps a seller's state after their latest event (Beam's ``maxAuctionsWaitingTime``)."""
+LAST_AUCTIONS = 10
+"""Query 6 averages over each seller's last this many winning bids."""
+
+
+def java_round(value: float) -> int:
+    """Java's ``Math.round``: half rounds up (Beam rounds the averages of queries 4 and 6 so)."""
+    return math.floor(value + 0.5)
+
+
+# --------------------------------------------------------------------------- query 3
+
+
+@dataclasses.dataclass(slots=True)
+class SellerState:
+    """Query 3's state of one person id: the person once seen, and their auctions that came first."""
+
+    person: Person | None = None
+    waiting: list[Auction] = dataclasses.field(default_factory=list)
+
+
+def local_person_or_auction(
+    item: Event, states: tuple[str, ...] = LOCAL_STATES, category: int = LOCAL_CATEGORY
+) -> Person | Auction | None:
+    """A person living in one of ``states`` or an auction in ``category``; None for other events."""
+    if isinstance(item, Person):
+        return item if item.state in states else None
+    if isinstance(item, Auction):
+        return item if item.category == category else None
+    return None
+
+
+def seller_id(item: Person | Auction) -> int:
+    """The person id a person or an auction belongs to (``person.id``, ``auction.seller``)."""
+    return item.id if isinstance(item, Person) else item.seller
+
+
+def _name_city_state_id(person: Person, auction: Auction) -> NameCityStateId:
+    return NameCityStateId(person.name, person.city, person.state, auction.id)
+
+
+def join_seller(state: SellerState, _key: int, item: Person | Auction) -> list[NameCityStateId] | None:
+    """Query 3's step: a person answers the auctions waiting for them, an auction its known seller."""
+    if isinstance(item, Person):
+        state.person = item
+        matched = [_name_city_state_id(item, auction) for auction in state.waiting]
+        state.waiting = []
+        return matched
+    if state.person is None:
+        state.waiting.append(item)
+        return None
+    return [_name_city_state_id(state.person, item)]
+
+
+def q3_local_item_suggestion(
+    events: StreamStage[Event],
+    states: tuple[str, ...] = LOCAL_STATES,
+    category: int = LOCAL_CATEGORY,
+    state_ttl_ms: int = SELLER_STATE_TTL_MS,
+) -> StreamStage[NameCityStateId]:
+    """Query 3: ``(name, city, state, auction id)`` of people in ``states`` selling in ``category``.
+
+    Beam joins people and auctions incrementally in a stateful ``DoFn`` keyed by person id, holding
+    auctions that arrive before their seller and clearing a person's state by an event-time timer.
+    jetlet keys the filtered people and auctions by person id into a ``flat_map_stateful``
+    (:func:`join_seller`); a key's state is dropped when the watermark passes its latest event by
+    ``state_ttl_ms``, so an auction later than that after its seller's last event finds no seller.
+    """
+    selected: StreamStage[Person | Auction] = events.map(
+        functools.partial(local_person_or_auction, states=states, category=category)
+    )
+    joined: StreamStage[NameCityStateId] = selected.grouping_key(seller_id).flat_map_stateful(
+        SellerState, join_seller, ttl=state_ttl_ms
+    )
+    return joined.set_name("nexmark-q3-local-item-suggestion")
+
+
+# --------------------------------------------------------------------------- winning bids
+
+
+def max_auction_duration_ms(config: GeneratorConfig = DEFAULT_CONFIG) -> int:
+    """An upper bound of ``expires - date_time`` of the auctions the generator makes with ``config``.
+
+    The generator draws a length below twice the time until ``num_in_flight_auctions`` more auctions
+    open (that many auctions' events, rounded up to a whole millisecond).
+    """
+    events_for_auctions = config.num_in_flight_auctions * PROPORTION_DENOMINATOR // AUCTION_PROPORTION
+    horizon_ms = events_for_auctions * config.inter_event_delay_us // 1000 + 1
+    return 2 * horizon_ms
+
+
+@dataclasses.dataclass(slots=True)
+class OpenAuction:
+    """Winning bids' state of one auction id: the auction once seen, and its best valid bid so far."""
+
+    auction: Auction | None = None
+    best: Bid | None = None
+    early_bids: list[Bid] = dataclasses.field(default_factory=list)
+    """Bids that came before the auction (the generator bids a few ids ahead)."""
+
+
+def auction_or_bid(item: Event) -> Auction | Bid | None:
+    """An auction or a bid; None for a person."""
+    return None if isinstance(item, Person) else item
+
+
+def auction_id(item: Auction | Bid) -> int:
+    """The auction id an auction or a bid belongs to."""
+    return item.id if isinstance(item, Auction) else item.auction
+
+
+def is_valid_bid(auction: Auction, bid: Bid) -> bool:
+    """Whether ``bid`` may win ``auction``: made while it was open, and at least its reserve."""
+    return auction.date_time <= bid.date_time < auction.expires and bid.price >= auction.reserve
+
+
+def _beats(bid: Bid, best: Bid | None) -> bool:
+    # Beam's Bid.PRICE_THEN_DESCENDING_TIME: the higher price wins, then the earlier bid;
+    # a full tie keeps the first
+    return best is None or (bid.price, -bid.date_time) > (best.price, -best.date_time)
+
+
+def _offer(state: OpenAuction, auction: Auction, bid: Bid) -> None:
+    if is_valid_bid(auction, bid) and _beats(bid, state.best):
+        state.best = bid
+
+
+def track_auction(state: OpenAuction, _key: int, item: Auction | Bid) -> None:
+    """Winning bids' step: remember the auction, or fold the bid into its best bid (emits nothing)."""
+    if isinstance(item, Auction):
+        state.auction = item
+        for bid in state.early_bids:
+            _offer(state, item, bid)
+        state.early_bids = []
+    elif state.auction is None:
+        state.early_bids.append(item)
+    else:
+        _offer(state, state.auction, item)
+
+
+def close_auction(state: OpenAuction, _key: int, _watermark: int) -> AuctionBid | None:
+    """Winning bids' eviction: the auction with its winning bid; None without an auction or a valid bid."""
+    if state.auction is None or state.best is None:
+        return None
+    return AuctionBid(state.auction, state.best)
+
+
+def winning_bids(
+    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG
+) -> StreamStage[AuctionBid]:
+    """The winning bid of each closed auction: the highest bid made while it was open, over its reserve.
+
+    Beam's ``WinningBids`` assigns auctions and bids to custom merging windows (an auction's window is
+    ``[date_time, expires)``) and picks the best bid of each auction window. jetlet keys auctions and
+    bids by auction id into a ``map_stateful`` (:func:`track_auction`) whose state lives until the
+    watermark passes its latest event by :func:`max_auction_duration_ms` of ``config``, so past the
+    auction's ``expires``; :func:`close_auction` then emits the result (see the module doc).
+    """
+    auctions_and_bids: StreamStage[Auction | Bid] = events.map(auction_or_bid)
+    closed: StreamStage[AuctionBid] = auctions_and_bids.grouping_key(auction_id).map_stateful(
+        OpenAuction, track_auction, ttl=max_auction_duration_ms(config), on_evict_fn=close_auction
+    )
+    return closed.set_name("nexmark-winning-bids")
+
+
+# --------------------------------------------------------------------------- queries 4 and 6
+
+
+def category_and_price(winner: AuctionBid) -> tuple[int, int]:
+    """Query 4's input: the category of the closed auction and its winning price."""
+    return (winner.auction.category, winner.bid.price)
+
+
+def _price(category_price: tuple[int, int]) -> int:
+    return category_price[1]
+
+
+def _first(pair: tuple[int, object]) -> int:
+    return pair[0]
+
+
+def to_category_price(average: tuple[int, float]) -> CategoryPrice:
+    """Query 4's result from ``(category, average)``, the average rounded as Java does."""
+    category, price = average
+    return CategoryPrice(category, java_round(price))
+
+
+def q4_average_price_by_category(
+    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG
+) -> StreamStage[CategoryPrice]:
+    """Query 4: the average winning price of each category, updated as each of its auctions closes.
+
+    Beam averages the winning prices per category in sliding windows; jetlet, as Jet's NEXMark
+    benchmark, keeps a rolling average per category (``rolling_aggregate(averaging)``) over
+    :func:`winning_bids`, emitting the category's new average at each closed auction.
+    """
+    prices: StreamStage[tuple[int, int]] = winning_bids(events, config).map(category_and_price)
+    averages: StreamStage[tuple[int, float]] = prices.grouping_key(_first).rolling_aggregate(
+        averaging(_price)
+    )
+    return averages.map(to_category_price).set_name("nexmark-q4-average-price-by-category")
+
+
+def seller_bid(winner: AuctionBid) -> tuple[int, Bid]:
+    """Query 6's input: the seller of the closed auction and its winning bid."""
+    return (winner.auction.seller, winner.bid)
+
+
+def last_bids_mean(last_bids: list[Bid], seller: int, item: tuple[int, Bid]) -> SellerPrice:
+    """Query 6's step: add the winning bid, keep the seller's latest ones, emit their mean price.
+
+    Like Beam's ``MovingMeanSellingPrice``, "latest" is by bid time (then price), and the mean is
+    rounded as Java's ``Math.round``.
+    """
+    last_bids.append(item[1])
+    last_bids.sort(key=_time_then_price)
+    del last_bids[:-LAST_AUCTIONS]
+    return SellerPrice(seller, java_round(sum(bid.price for bid in last_bids) / len(last_bids)))
+
+
+def _time_then_price(bid: Bid) -> tuple[int, int]:
+    return (bid.date_time, bid.price)
+
+
+def q6_average_price_by_seller(
+    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG
+) -> StreamStage[SellerPrice]:
+    """Query 6: each seller's average winning price over their last 10 closed auctions, at each close.
+
+    Beam re-windows the winning bids per seller into the global window, firing at every element, with
+    a combiner keeping the last 10 bids; jetlet keys :func:`winning_bids` by seller into a
+    ``map_stateful`` holding those bids (:func:`last_bids_mean`). A seller's state lives for the job.
+    """
+    by_seller: StreamStage[tuple[int, Bid]] = winning_bids(events, config).map(seller_bid)
+    means: StreamStage[SellerPrice] = by_seller.grouping_key(_first).map_stateful(list, last_bids_mean)
+    return means.set_name("nexmark-q6-average-price-by-seller")
+
+
+# --------------------------------------------------------------------------- query 8
+
+
+def person_or_none(item: Event) -> Person | None:
+    """A person; None for other events."""
+    return item if isinstance(item, Person) else None
+
+
+def auction_or_none(item: Event) -> Auction | None:
+    """An auction; None for other events."""
+    return item if isinstance(item, Auction) else None
+
+
+def person_id(person: Person) -> int:
+    """A person's id (query 8's key of people)."""
+    return person.id
+
+
+def auction_seller(auction: Auction) -> int:
+    """An auction's seller (query 8's key of auctions)."""
+    return auction.seller
+
+
+def new_user_auctions(
+    window: KeyedWindowResult[int, tuple[list[Person], list[Auction]]],
+) -> Iterable[IdNameReserve]:
+    """Query 8's output of one window and person id: each auction of a person who joined in it."""
+    people, auctions = window.result
+    return [
+        IdNameReserve(person.id, person.name, auction.reserve) for person in people for auction in auctions
+    ]
+
+
+def q8_monitor_new_users(events: StreamStage[Event], window_ms: int = 10_000) -> StreamStage[IdNameReserve]:
+    """Query 8: people who opened an auction in the tumbling window in which they registered.
+
+    Beam co-groups people keyed by id and auctions keyed by seller in fixed windows; jetlet
+    co-aggregates the two keyed stages into the same tumbling windows (``aggregate2`` of two
+    ``to_list``) and flat-maps each window's people and auctions to :class:`IdNameReserve`.
+    """
+    people = events.map(person_or_none).grouping_key(person_id)
+    auctions = events.map(auction_or_none).grouping_key(auction_seller)
+    windows = people.window(WindowDefinition.tumbling(window_ms)).aggregate2(to_list(), auctions, to_list())
+    joined: StreamStage[IdNameReserve] = windows.flat_map(new_user_auctions)
+    return joined.set_name("nexmark-q8-monitor-new-users")
