@@ -187,7 +187,6 @@ def q13_bounded_side_input_join(
     ``Sources.items``) into a ``hash_join`` table and joins every bid on that key.
     """
     if side_input is None:
-        # the pipeline that built the events stage (the Pipeline API has no public accessor for it)
         side_input = events.pipeline.read_from(Sources.items(*side_input_rows(side_input_size)))
     bids: StreamStage[Bid] = events.map(_bid_or_none)
     clause = JoinClause.join_map_entries(functools.partial(side_input_key, size=side_input_size))
