@@ -6,7 +6,8 @@
 * ``jetlet member`` runs a member process; ``jetlet cluster start`` a local
   cluster in the foreground; ``jetlet cluster``, ``submit``, ``list-jobs``,
   ``cancel``, ``suspend``, ``resume`` and ``restart`` work on a running
-  cluster (:mod:`jetlet.commands`, which documents the exit codes).
+  cluster (:mod:`jetlet.commands`, which documents the exit codes);
+* ``jetlet bench nexmark`` runs the NEXMark benchmark (:mod:`jetlet.nexmark.bench.harness`).
 
 ``jetlet member ARGS...`` hands every argument, ``--help`` included, to
 :func:`jetlet.member.main` before any parsing here. The cluster-connection
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 
 import jetlet
 from jetlet import commands, demo, member
+from jetlet.nexmark.bench import harness
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -76,8 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--rate", type=int, default=defaults.rate, help="trades per second of the streaming job"
     )
     run_demo.set_defaults(handler=_demo)
+    _add_bench(subcommands)
     commands.add_commands(subcommands)
     return parser
+
+
+def _add_bench(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = subcommands.add_parser("bench", help="benchmarks")
+    benchmarks = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    nexmark = benchmarks.add_parser(
+        "nexmark", help="NEXMark throughput and latency of jetlet and its peers (writes bench/RESULTS.md)"
+    )
+    harness.add_arguments(nexmark)
+    nexmark.set_defaults(bench_parser=nexmark)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "bench":
+        return harness.run_parsed(args, " ".join(["jetlet", *arguments]), args.bench_parser)
     return commands.run(args.handler, args)
 
 

@@ -19,18 +19,28 @@ the processor emits number ``n`` no earlier than ``(n - paced_from) / rate`` sec
 started, waiting a few milliseconds at a time when nothing is due (the processor is
 non-cooperative); a restore restarts the pace at the lowest number not yet emitted, so the events
 missed while the job was down do not come in a burst.
+
+The machinery is :func:`strided_event_source`, shared with
+:func:`~jetlet.nexmark.fast_source.fast_nexmark_source`: it takes the batch function that turns a
+processor's numbers into events (Beam's generator here, one event at a time) and, optionally, a
+wall-clock pace (``paced_since``: number ``n`` is due at ``paced_since + n / rate`` seconds of
+``time.time()`` on every member), which a latency benchmark needs so that an event's time is its
+scheduled emission time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from jetlet.core import processor as proc
 from jetlet.core.processors.sources import SlicePosition, StridedCursor
 from jetlet.nexmark.generator import DEFAULT_CONFIG, GeneratorConfig, event
+from jetlet.nexmark.model import Event
 from jetlet.pipeline import SourceBuilder, StreamSource
 from jetlet.pipeline.source_builder import TimestampedSourceBuffer
 
@@ -39,24 +49,29 @@ BATCH_SIZE = 256
 MAX_WAIT_S = 0.005
 """Longest a paced fill waits for the next event to become due."""
 
+EventsFn = Callable[[Sequence[int]], Iterable[Event]]
+"""Turns a batch of event numbers into their events, in order (a pure function of the numbers)."""
+
 
 @dataclasses.dataclass(slots=True)
 class _Slice:
     """One processor's position in its slice of the stream."""
 
-    config: GeneratorConfig
+    events_fn: EventsFn
     cursor: StridedCursor
     count: int | None
     rate: float | None
     started_at: float
     paced_from: int = 0
     """The number that is due at ``started_at``."""
+    clock: Callable[[], float] = time.monotonic
+    """The clock of ``started_at``: monotonic, or ``time.time`` for a wall-clock pace."""
 
     def due_stop(self) -> int:
         """One past the last number that may be emitted now (by count and by pace)."""
         stop = sys.maxsize if self.count is None else self.count
         if self.rate is not None:
-            elapsed = time.monotonic() - self.started_at
+            elapsed = self.clock() - self.started_at
             stop = min(stop, self.paced_from + int(elapsed * self.rate) + 1)
         return stop
 
@@ -67,7 +82,7 @@ class _Slice:
             time.sleep(MAX_WAIT_S)
         elif self.rate is not None:
             due_at = self.started_at + (next_number - self.paced_from) / self.rate
-            time.sleep(min(max(due_at - time.monotonic(), 0.0), MAX_WAIT_S))
+            time.sleep(min(max(due_at - self.clock(), 0.0), MAX_WAIT_S))
 
 
 def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
@@ -75,10 +90,9 @@ def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
     if not numbers:
         state.wait_for_next()
         return
-    config = state.config
-    for number in numbers:
-        item = event(number, config)
-        buffer.add(item, item.date_time)
+    add = buffer.add
+    for item in state.events_fn(numbers):
+        add(item, item.date_time)
 
 
 def _snapshot(state: _Slice) -> SlicePosition:
@@ -87,8 +101,12 @@ def _snapshot(state: _Slice) -> SlicePosition:
 
 def _restore(state: _Slice, saved: list[SlicePosition]) -> None:
     state.cursor.restore(saved, "nexmark")
-    state.started_at = time.monotonic()
+    state.started_at = state.clock()
     state.paced_from = state.cursor.resumed_from
+
+
+def _beam_events(config: GeneratorConfig, numbers: Sequence[int]) -> list[Event]:
+    return [event(number, config) for number in numbers]
 
 
 def nexmark_source(
@@ -103,17 +121,40 @@ def nexmark_source(
     ``count`` bounds the events (all of them unbounded when None); ``rate`` paces the emission to
     that many events per second (as fast as possible when None).
     """
+    events_fn = functools.partial(_beam_events, config)
+    return strided_event_source("nexmark", events_fn, count, rate, local_parallelism=local_parallelism)
+
+
+def strided_event_source(
+    name: str,
+    events_fn: EventsFn,
+    count: int | None = None,
+    rate: float | None = None,
+    *,
+    local_parallelism: int = 1,
+    paced_since: float | None = None,
+) -> StreamSource[Any]:
+    """The source behind :func:`nexmark_source`, for any pure ``events_fn`` of the event numbers.
+
+    ``count`` and ``rate`` as in :func:`nexmark_source`. With ``paced_since`` (a ``time.time()``
+    value; needs ``rate``) number ``n`` is due at ``paced_since + n / rate`` by the wall clock, the
+    same instant on every member; without it each processor paces from the moment it started.
+    """
     if count is not None and count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
     if rate is not None and rate <= 0:
         raise ValueError(f"rate must be > 0, got {rate}")
+    if paced_since is not None and rate is None:
+        raise ValueError("paced_since needs a rate")
 
     def create(context: proc.ProcessorContext) -> _Slice:
         cursor = StridedCursor(context.global_processor_index, context.total_parallelism)
-        return _Slice(config, cursor, count, rate, time.monotonic())
+        if paced_since is None:
+            return _Slice(events_fn, cursor, count, rate, time.monotonic())
+        return _Slice(events_fn, cursor, count, rate, paced_since, clock=time.time)
 
     return (
-        SourceBuilder.timestamped_stream("nexmark", create)
+        SourceBuilder.timestamped_stream(name, create)
         .fill_buffer_fn(_fill)
         .create_snapshot_fn(_snapshot)
         .restore_snapshot_fn(_restore)

@@ -1,0 +1,15 @@
+"""NEXMark throughput and tail latency of jetlet next to the plain-Python loop, PySpark and Bytewax.
+
+A thin entry: the logic is in :mod:`jetlet.nexmark.bench` (so ``jetlet bench nexmark`` works from
+an install); see :mod:`jetlet.nexmark.bench.harness` for the flags and the order of a run.
+Run: ``python bench/nexmark.py --help``; a one-minute smoke run: ``python bench/nexmark.py --quick``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from jetlet.nexmark.bench import harness
+
+if __name__ == "__main__":
+    sys.exit(harness.main(sys.argv[1:], prog="python bench/nexmark.py"))

@@ -1,0 +1,263 @@
+"""The NEXMark benchmark harness: fast generator, fast source, percentiles, runs, report, plain loops."""
+
+from __future__ import annotations
+
+import collections
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import jetlet
+from jetlet import config
+from jetlet.core import processor as proc
+from jetlet.core.processors.sources import SlicePosition
+from jetlet.core.snapshot_keys import ProcessorKey
+from jetlet.nexmark import fast_generator
+from jetlet.nexmark.bench import jobs, latency, plain, report, throughput
+from jetlet.nexmark.fast_source import fast_nexmark_source
+from jetlet.nexmark.model import Auction, Bid, Person
+from jetlet.pipeline import Pipeline, Sinks
+from jetlet.testing import TestOutbox, make_context, verify_processor, wait_until
+
+DEADLINE_S = 30.0
+
+
+@pytest.fixture
+def jet() -> Iterator[jetlet.EmbeddedInstance]:
+    with jetlet.embedded() as instance:
+        yield instance
+
+
+# -- percentiles ------------------------------------------------------------------------------
+
+
+def reference_percentile(samples: list[float], p: float) -> float:
+    """The least sample with at least ``p`` % of the samples at or below it (by counting)."""
+    return min(v for v in samples if sum(1 for w in samples if w <= v) * 100 >= p * len(samples))
+
+
+@pytest.mark.parametrize("size", [1, 7, 100, 1_001])
+def test_percentiles_are_the_nearest_rank_of_the_sorted_samples(size: int) -> None:
+    # given random samples with repeats
+    draw = random.Random(size)
+    samples = [float(draw.randrange(50)) for _ in range(size)]
+    # when summarized
+    summary = latency.summarize(list(samples))
+    # then every percentile is the counting reference's
+    assert summary == {p: reference_percentile(samples, p) for p in latency.PERCENTILES}
+
+
+def test_a_percentile_of_nothing_or_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="no samples"):
+        latency.percentile([], 50)
+    with pytest.raises(ValueError, match="percentile"):
+        latency.percentile([1.0], 0)
+    assert latency.summarize([]) == {}
+
+
+# -- the fast generator -----------------------------------------------------------------------
+
+
+def test_the_fast_generator_keeps_1_3_46_its_keys_and_its_times() -> None:
+    # given 50,000 consecutive events from number 40,000 (crossing the block boundary at 65,536)
+    cfg = fast_generator.FastConfig(rate=10_000, base_time=1_000_000, keys=100)
+    numbers = range(40_000, 90_000)
+    events = fast_generator.fast_events(numbers, cfg)
+    # then the kinds are 1:3:46, every id is one of the 100 keys and all keys occur
+    kinds = collections.Counter(type(e) for e in events)
+    assert kinds == {Person: 1_000, Auction: 3_000, Bid: 46_000}
+    bids = [e for e in events if isinstance(e, Bid)]
+    auctions = {b.auction for b in bids}
+    bidders = {b.bidder for b in bids}
+    assert auctions == set(range(1000, 1100)) and bidders == set(range(1000, 1100))
+    assert all(1000 <= e.id < 1100 for e in events if isinstance(e, Person | Auction))
+    # and the event time is the deterministic function of the number
+    assert [e.date_time for e in events] == [1_000_000 + n * 1000 // 10_000 for n in numbers]
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_fast_events_equal_event_by_event_generation_and_are_deterministic(step: int) -> None:
+    # given a strided slice crossing a block boundary
+    cfg = fast_generator.FastConfig()
+    numbers = range(65_000 + step - 1, 67_000, step)
+    # when made in a batch, twice, and one at a time
+    batch = fast_generator.fast_events(numbers, cfg)
+    # then all agree (a list of numbers takes the slow path, which must agree too)
+    assert batch == fast_generator.fast_events(numbers, cfg)
+    assert batch == [fast_generator.fast_event(n, cfg) for n in numbers]
+    assert batch == fast_generator.fast_events(list(numbers), cfg)
+
+
+def test_the_fast_config_refuses_bad_values() -> None:
+    with pytest.raises(ValueError, match="rate"):
+        fast_generator.FastConfig(rate=0)
+    with pytest.raises(ValueError, match="keys"):
+        fast_generator.FastConfig(keys=-1)
+
+
+# -- the fast source --------------------------------------------------------------------------
+
+
+def test_the_fast_source_processors_cover_every_number_once(jet: jetlet.EmbeddedInstance) -> None:
+    # given 3 source processors over 5,000 events
+    cfg = fast_generator.FastConfig(rate=1_000)
+    p = Pipeline()
+    p.read_from(fast_nexmark_source(cfg, count=5_000, local_parallelism=3)).with_native_timestamps(
+        0
+    ).write_to(Sinks.list("out"))
+    # when the job has emitted them all
+    job = jet.new_job(p)
+    wait_until(lambda: len(jet.get_list("out")) >= 5_000, "every event", DEADLINE_S)
+    jobs.stop(job)
+    # then each event came exactly once
+    expected = fast_generator.fast_events(range(5_000), cfg)
+    assert collections.Counter(jet.get_list("out")) == collections.Counter(expected)
+
+
+def new_source_processor(supplier: proc.ProcessorMetaSupplier, outbox: TestOutbox) -> proc.Processor:
+    context = make_context(
+        global_processor_index=1,
+        local_parallelism=2,
+        processing_guarantee=config.ProcessingGuarantee.EXACTLY_ONCE,
+    )
+    made = verify_processor(supplier).context(context).new_processor()
+    made.init(outbox, context)
+    return made
+
+
+def drain(outbox: TestOutbox, into: list[Any]) -> None:
+    into.extend(outbox.buckets[0])
+    outbox.buckets[0] = []
+
+
+def test_the_fast_source_resumes_its_slice_from_a_snapshot() -> None:
+    # given processor 1 of 2 of a 2,000-event source, part of the way through an outbox of 5
+    cfg = fast_generator.FastConfig(rate=1_000)
+    supplier = fast_nexmark_source(cfg, count=2_000, local_parallelism=2).supplier
+    outbox = TestOutbox(1, 5)
+    first = new_source_processor(supplier, outbox)
+    emitted: list[Any] = []
+    for _ in range(20):
+        first.complete()
+        drain(outbox, emitted)
+    # when it saves a snapshot and a fresh processor restores it (with processor 0's position)
+    while not first.save_to_snapshot():
+        drain(outbox, emitted)
+    drain(outbox, emitted)
+    snapshot = list(outbox.snapshot_bucket)
+    first.close()
+    ((key, position),) = snapshot
+    assert 1 < position.next < 2_000
+    second = new_source_processor(supplier, outbox)
+    second.restore_from_snapshot(
+        jetlet.core.Inbox([*snapshot, (ProcessorKey(key.tag, 0), SlicePosition(0, 2, 1_998))])
+    )
+    assert second.finish_snapshot_restore()
+    for _ in range(2_000):
+        second.complete()
+        drain(outbox, emitted)
+        if len(emitted) >= 1_000:
+            break
+    second.close()
+    # then its slice came out once, in order, each event with its time
+    assert emitted == [(e.date_time, e) for e in fast_generator.fast_events(range(1, 2_000, 2), cfg)]
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+def test_a_bounded_job_counts_every_event_and_every_result(jet: jetlet.EmbeddedInstance) -> None:
+    # given query 1 over 20,000 events (18,400 bids)
+    cfg = fast_generator.FastConfig()
+    job = jet.new_job(jobs.build_pipeline("q1", cfg, paced=False, slide_ms=1000, list_name="l", count=20_000))
+
+    def results() -> int:
+        return jobs.counter(job.metrics(), jobs.RECORDER_NAME, jobs.RESULT_COUNT)
+
+    # when every result arrived
+    wait_until(lambda: results() >= 18_400, "every result", DEADLINE_S)
+    metrics = job.metrics()
+    jobs.stop(job)
+    # then the source counted exactly the events generated and the recorder every bid
+    assert jobs.counter(metrics, jobs.SOURCE_NAME, "emittedCount") == 20_000
+    assert jobs.counter(metrics, jobs.RECORDER_NAME, jobs.RESULT_COUNT) == 18_400
+
+
+def test_a_tiny_throughput_run_is_sane(jet: jetlet.EmbeddedInstance) -> None:
+    # when query 2 runs unpaced for half a second after a short warm-up
+    run = throughput.measure(jet, "q2", 0, seconds=0.5, warmup_s=0.3)
+    # then events were counted over about that time, and results are a small part of them
+    assert run.events > 0 and 0.4 < run.seconds < 2.0
+    assert 0 <= run.results < run.events
+    assert run.events_per_s_per_member == run.events_per_s
+
+
+def test_a_tiny_latency_run_keeps_one_sample_per_result_of_the_interval(jet: jetlet.EmbeddedInstance) -> None:
+    # when query 1 runs at 10,000 events/s and measures 1 s after a warm-up of 0.5 s
+    run, samples = latency.measure(jet, "q1", 0, 10_000, seconds=1.0, warmup_s=0.5, snapshots=False)
+    # then there is one sample per bid scheduled in the interval (10,000 numbers, 46 of every 50 bids)
+    assert run.samples == len(samples) == 9_200
+    assert run.results >= run.samples
+    # and latencies are non-negative, sorted, and the percentiles are theirs
+    assert samples == sorted(samples) and samples[0] >= 0
+    assert run.percentiles[50.0] == latency.percentile(samples, 50.0)
+    assert not run.enough
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def test_the_results_section_is_replaced_and_the_rest_kept() -> None:
+    # given a results file with other sections
+    text = "# Results\n\n## Other\n\nkept\n"
+    # when the section is added, then replaced
+    once = report.replace_section(text, f"{report.BEGIN}\nfirst\n{report.END}\n")
+    twice = report.replace_section(once, f"{report.BEGIN}\nsecond\n{report.END}\n")
+    # then the rest stays, and only the newest section is there, once
+    assert once.startswith(text) and "first" in once
+    assert twice == once.replace("first", "second")
+    assert twice.count(report.BEGIN) == 1 and "kept" in twice
+
+
+def test_the_section_has_the_header_and_a_row_per_run() -> None:
+    results = report.Results("jetlet bench nexmark --quick")
+    results.throughputs.append(throughput.Throughput("q1", 1, 1_000_000, 900_000, 2.0))
+    results.plain_runs.append(plain.PlainRun("q1", 2_000_000, 1_840_000, 1.0))
+    text = report.section(results, "abc123")
+    assert "`jetlet bench nexmark --quick`" in text and "abc123" in text
+    row = next(line for line in text.splitlines() if line.startswith("| q1"))
+    assert "500,000" in row and "2,000,000" in row and "0.25" in row
+
+
+# -- the plain loops against jetlet -----------------------------------------------------------
+
+
+def test_each_plain_loop_equals_the_jetlet_query(jet: jetlet.EmbeddedInstance) -> None:
+    # given 30,000 events at 1,000 events/s (30 s of event time, Q5's 10 s windows sliding by 1 s)
+    cfg = fast_generator.FastConfig(rate=1_000)
+    count = 30_000
+    events = fast_generator.fast_events(range(count), cfg)
+    expected = {q: plain.results(q, events) for q in plain.PLAIN_QUERIES}
+    last_time = events[-1].date_time
+    slide = jobs.THROUGHPUT_SLIDE_MS
+    expected["q5"] = [r for r in expected["q5"] if r[0] + slide < last_time]
+    assert all(expected.values()), "every query needs results"
+    # when jetlet runs every query over the same events
+    p = Pipeline()
+    stage = p.read_from(fast_nexmark_source(cfg, count=count)).with_native_timestamps(0)
+    for query in plain.PLAIN_QUERIES:
+        jobs.query_fn(query, slide)(stage).write_to(Sinks.list(query))
+    job = jet.new_job(p)
+    wait_until(
+        lambda: all(len(jet.get_list(q)) >= len(expected[q]) for q in expected), "every result", DEADLINE_S
+    )
+    jobs.stop(job)
+    # then the results are the same (Q5: every window closed well before the last event)
+    for query in ("q0", "q1", "q2"):
+        assert collections.Counter(jet.get_list(query)) == collections.Counter(expected[query]), query
+    q5 = sorted(r for r in jet.get_list("q5") if r[0] + slide < last_time)
+    assert q5 == expected["q5"]
+    assert math.isclose(len(q5), last_time // slide - 1, abs_tol=1)

@@ -1,0 +1,323 @@
+"""``jetlet bench nexmark``: run the NEXMark benchmark and write its report.
+
+The order of a run: for each member count of ``--members`` (0: embedded), one cluster is started
+and every query of ``--queries`` is measured in it — throughput (:mod:`.throughput`) and, for the
+member counts of ``--latency-members``, latency at each rate of ``--rate`` with snapshots off
+and/or on (:mod:`.latency`); then the plain-Python loops (:mod:`.plain`) and the peers of
+``--peers`` (``bench/nexmark_peers``, when this is a source checkout that has it); finally the
+Markdown section goes into ``--results`` and the plots into ``--plots`` (:mod:`.report`). Progress
+is printed as it goes. ``--quick`` is a one-minute smoke run.
+
+A ``--rate`` of ``half`` means 50 % of the query's throughput measured in the same run (per
+member), the issue's example of a sustainable fixed rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jetlet.nexmark.bench import jobs, latency, plain, report, throughput
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+"""The source checkout's root (``worker/jetlet/nexmark/bench`` → repository)."""
+DEFAULT_RATE = 100_000
+"""Events per second per member of a latency run (the issue's target rate)."""
+PLAIN = "plain"
+PEER_NAMES = ("pyspark", "bytewax")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """What to run; see :func:`add_arguments` for each field's flag."""
+
+    queries: tuple[str, ...]
+    mode: str
+    members: tuple[int, ...]
+    latency_members: tuple[int, ...]
+    seconds: float
+    warmup_s: float
+    latency_seconds: float
+    rates: tuple[str, ...]
+    snapshots: str
+    peers: tuple[str, ...]
+    peer_events: int
+    peer_timeout_s: float
+    plain_seconds: float
+    out: Path
+    results: Path | None
+    plots: Path | None
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in _csv(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or any(value < 0 for value in values):
+        raise argparse.ArgumentTypeError(f"expected integers >= 0, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The benchmark's flags (shared by ``jetlet bench nexmark`` and ``bench/nexmark.py``)."""
+    parser.add_argument("--queries", type=_csv, help="comma-separated, e.g. q1,q2,q5 (default: all)")
+    parser.add_argument("--mode", choices=("throughput", "latency", "all"), default="all")
+    parser.add_argument(
+        "--members",
+        type=_ints,
+        default=(1, 2),
+        help="member counts for throughput (0: embedded); default 1,2",
+    )
+    parser.add_argument(
+        "--latency-members", type=_ints, default=(1,), help="member counts for latency runs (default 1)"
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds of a throughput run")
+    parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds before measuring")
+    parser.add_argument(
+        "--latency-seconds", type=float, default=15.0, help="measured seconds of a latency run (default 15)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=_csv,
+        default=(str(DEFAULT_RATE),),
+        help="latency input rates, events/s per member, comma-separated; 'half' = 50%% of throughput",
+    )
+    parser.add_argument(
+        "--snapshots", choices=("off", "on", "both"), default="both",
+        help="latency runs without and/or with EXACTLY_ONCE snapshots every second (default both)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--peers", type=_csv, default=(PLAIN, *PEER_NAMES), help="plain,pyspark,bytewax (default all)"
+    )
+    parser.add_argument("--peer-events", type=int, default=500_000, help="events each peer processes")
+    parser.add_argument("--peer-timeout", type=float, default=600.0, help="seconds a peer run may take")
+    parser.add_argument("--plain-seconds", type=float, default=3.0, help="seconds of each plain loop")
+    parser.add_argument("--out", type=Path, default=Path("bench/out/nexmark"), help="raw output directory")
+    parser.add_argument(
+        "--results", type=Path, default=Path("bench/RESULTS.md"), help="Markdown file to update ('' : none)"
+    )
+    parser.add_argument("--plots", type=Path, default=Path("bench"), help="directory of the PNG plots")
+    parser.add_argument("--no-report", action="store_true", help="print only; write no results or plots")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a one-minute smoke run: q1,q2,q5, 1 member, short runs, no snapshots, plain peer only",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings the parsed flags ask for (``--quick`` overrides the sizes)."""
+    queries = tuple(args.queries) if args.queries else jobs.available_queries()
+    unknown = [q for q in queries if q not in jobs.available_queries()]
+    if unknown:
+        raise ValueError(f"unknown queries {unknown}; this jetlet has {', '.join(jobs.available_queries())}")
+    for rate in args.rate:
+        if rate != "half" and not (rate.isdigit() and int(rate) > 0):
+            raise ValueError(f"--rate takes positive integers or 'half', got {rate!r}")
+    settings = Settings(
+        queries=queries,
+        mode=args.mode,
+        members=tuple(args.members),
+        latency_members=tuple(args.latency_members),
+        seconds=args.seconds,
+        warmup_s=args.warmup,
+        latency_seconds=args.latency_seconds,
+        rates=tuple(args.rate),
+        snapshots=args.snapshots,
+        peers=tuple(args.peers),
+        peer_events=args.peer_events,
+        peer_timeout_s=args.peer_timeout,
+        plain_seconds=args.plain_seconds,
+        out=args.out,
+        results=None if args.no_report or not str(args.results) else args.results,
+        plots=None if args.no_report else args.plots,
+    )
+    if args.quick:
+        settings = dataclasses.replace(
+            settings,
+            queries=tuple(args.queries) if args.queries else ("q1", "q2", "q5"),
+            members=(1,),
+            latency_members=(1,),
+            seconds=2.0,
+            warmup_s=1.0,
+            latency_seconds=3.0,
+            snapshots="off",
+            peers=(PLAIN,),
+            plain_seconds=1.0,
+        )
+    return settings
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _snapshot_modes(settings: Settings) -> tuple[bool, ...]:
+    return {"off": (False,), "on": (True,), "both": (False, True)}[settings.snapshots]
+
+
+def _rates(settings: Settings, measured: throughput.Throughput | None) -> list[int]:
+    rates = []
+    for rate in settings.rates:
+        if rate != "half":
+            rates.append(int(rate))
+        elif measured is not None:
+            rates.append(max(int(measured.events_per_s_per_member / 2), 1))
+    return rates
+
+
+def _run_cluster(settings: Settings, members: int, results: report.Results) -> None:
+    do_throughput = settings.mode in ("throughput", "all")
+    do_latency = settings.mode in ("latency", "all") and members in settings.latency_members
+    if not (do_throughput or do_latency):
+        return
+    _say(f"starting {report.members_label(members)} ...")
+    with jobs.open_cluster(members) as cluster:
+        for query in settings.queries:
+            measured = None
+            if do_throughput:
+                measured = throughput.measure(cluster, query, members, settings.seconds, settings.warmup_s)
+                results.throughputs.append(measured)
+                _say(
+                    f"  throughput {query}: {measured.events_per_s:,.0f} events/s "
+                    f"({measured.events_per_s_per_member:,.0f} per member), {measured.results:,} results"
+                )
+            if do_latency:
+                for rate in _rates(settings, measured):
+                    for snapshots in _snapshot_modes(settings):
+                        _latency_run(settings, cluster, query, members, rate, snapshots, results)
+
+
+def _latency_run(
+    settings: Settings,
+    cluster: Any,
+    query: str,
+    members: int,
+    rate: int,
+    snapshots: bool,
+    results: report.Results,
+) -> None:
+    run, samples = latency.measure(
+        cluster, query, members, rate,
+        seconds=settings.latency_seconds, warmup_s=settings.warmup_s, snapshots=snapshots,
+    )  # fmt: skip
+    results.latencies.append(run)
+    results.curves[run.label] = report.curve(samples)
+    shown = ", ".join(f"p{p:g} {ms:.1f}" for p, ms in run.percentiles.items()) or "no samples"
+    flag = "" if run.enough else " (fewer than 10,000 samples)"
+    _say(
+        f"  latency {run.label}: {run.samples:,} samples{flag}: {shown} ms; "
+        f"source behind {run.behind_events:,}"
+    )
+
+
+def _run_plain(settings: Settings, results: report.Results) -> None:
+    for query in settings.queries:
+        if query not in plain.PLAIN_QUERIES:
+            results.notes.append(f"plain loop: none written for {query} yet")
+            _say(f"  plain {query}: no plain loop")
+            continue
+        run = plain.measure(query, settings.plain_seconds)
+        results.plain_runs.append(run)
+        _say(f"  plain {query}: {run.events_per_s:,.0f} events/s")
+
+
+def _peer_module() -> Any:
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    return importlib.import_module("bench.nexmark_peers")
+
+
+def _run_peers(settings: Settings, results: report.Results) -> None:
+    peers = [peer for peer in settings.peers if peer != PLAIN]
+    if not peers:
+        return
+    try:
+        module = _peer_module()
+    except ImportError as exc:
+        results.notes.append(
+            f"peers {', '.join(peers)} not run: bench/nexmark_peers is not available ({exc})"
+        )
+        _say(f"  peers not run: {exc}")
+        return
+    for peer in peers:
+        for query in settings.queries:
+            _say(f"  {peer} {query} ({settings.peer_events:,} events) ...")
+            try:
+                run = module.run_peer(peer, query, settings.peer_events, settings.peer_timeout_s)
+            except Exception as exc:  # a peer's failure is a result of the run, not the end of it
+                results.peers.append(report.PeerResult(peer, query, None, f"failed: {exc!r}"[:300]))
+                _say(f"    failed: {exc!r}")
+                continue
+            rate = run.events_per_s if run.expressible else None
+            results.peers.append(report.PeerResult(peer, query, rate, run.note or ""))
+            shown = f"{rate:,.0f} events/s" if rate else "not expressible"
+            _say(f"    {shown} {run.note or ''}")
+
+
+def run(settings: Settings, command: str) -> report.Results:
+    """Measure everything ``settings`` asks for and write the report; returns the results."""
+    started = time.time()
+    results = report.Results(command)
+    for members in dict.fromkeys((*settings.members, *settings.latency_members)):
+        _run_cluster(settings, members, results)
+    if PLAIN in settings.peers and settings.mode in ("throughput", "all"):
+        _say("plain-Python loops ...")
+        _run_plain(settings, results)
+    if settings.mode in ("throughput", "all"):
+        _run_peers(settings, results)
+    _write(settings, results)
+    _say(f"done in {time.time() - started:,.0f} s")
+    return results
+
+
+def _write(settings: Settings, results: report.Results) -> None:
+    settings.out.mkdir(parents=True, exist_ok=True)
+    plots: list[str] = []
+    if settings.plots is not None:
+        try:
+            plots = report.plot(results, settings.plots)
+        except ImportError:
+            message = "matplotlib is not installed: no plots (pip install matplotlib, or the bench extra)"
+            results.notes.append(message)
+            _say(message)
+    text = report.section(results, report.git_commit(REPO_ROOT))
+    (settings.out / "nexmark.md").write_text(text, encoding="utf-8")
+    if settings.results is not None:
+        report.write_results(settings.results, text)
+        _say(f"wrote {settings.results}")
+    for path in plots:
+        _say(f"wrote {path}")
+    print(text, flush=True)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "jetlet bench nexmark") -> int:
+    """Parse ``argv`` and run; exit status 0, or 2 for a usage error."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="NEXMark throughput and latency of jetlet and peers"
+    )
+    add_arguments(parser)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments)
+    return run_parsed(args, " ".join([prog, *arguments]), parser)
+
+
+def run_parsed(args: argparse.Namespace, command: str, parser: argparse.ArgumentParser) -> int:
+    """Run with flags already parsed (the ``jetlet`` command line's entry)."""
+    try:
+        settings = settings_from(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    run(settings, command)
+    return 0
