@@ -9,7 +9,6 @@ which is how a jetlet ``map`` filters. The joining queries (3, 4, 6, 8) are in
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -32,17 +31,26 @@ def pass_through(item: Event) -> Event:
 
 
 def currency_conversion(item: Event) -> Bid | None:
-    """Query 1's step: a bid with its price in euro cents; None for other events."""
-    if not isinstance(item, Bid):
+    """Query 1's step: a bid with its price in euro cents; None for other events.
+
+    (A new ``Bid`` by its constructor: ``dataclasses.replace`` costs five times as much.)
+    """
+    if type(item) is not Bid:
         return None
-    return dataclasses.replace(
-        item, price=item.price * DOLLAR_TO_EURO_NUMERATOR // DOLLAR_TO_EURO_DENOMINATOR
+    return Bid(
+        item.auction,
+        item.bidder,
+        item.price * DOLLAR_TO_EURO_NUMERATOR // DOLLAR_TO_EURO_DENOMINATOR,
+        item.date_time,
+        item.extra,
+        item.channel,
+        item.url,
     )
 
 
 def selection(item: Event, auction_skip: int = DEFAULT_CONFIG.auction_skip) -> AuctionPrice | None:
     """Query 2's step: the auction and price of a bid on every ``auction_skip``-th auction, else None."""
-    if not isinstance(item, Bid) or item.auction % auction_skip != 0:
+    if type(item) is not Bid or item.auction % auction_skip != 0:
         return None
     return AuctionPrice(item.auction, item.price)
 

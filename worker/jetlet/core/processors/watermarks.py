@@ -75,6 +75,8 @@ class InsertWatermarksP(processor.Processor):
         self._last_item_at = 0
         self._throttling = policy.throttling
         self._pending: list[Any] = []
+        self._pending_watermarks = False
+        """Whether ``_pending`` holds a watermark (most chunks hold none: one batch offer then)."""
         self._chunk_size = 0
         self._restored: list[tuple[int | None, int | None]] = []
 
@@ -102,10 +104,12 @@ class InsertWatermarksP(processor.Processor):
     def _outputs_of(self, chunk: list[Any]) -> list[Any]:
         """The chunk's on-time items (wrapped) with a watermark after each item that advanced it."""
         outputs: list[Any] = []
+        self._pending_watermarks = False
         if self._idle:
             self._idle = False
             if self._last_wm is not None:
                 outputs.append(wm.Watermark(self._last_wm))
+                self._pending_watermarks = True
         stamps = list(map(self._timestamp_fn, chunk))
         last_wm, top = self._last_wm, self._top_ts
         if last_wm is None or top is None:
@@ -113,14 +117,17 @@ class InsertWatermarksP(processor.Processor):
             return outputs
         # The watermark only rises, so none emitted for this chunk is above the one its highest
         # timestamp gives: if no item is below that one, no item is late (min and max run in C).
-        chunk_wm = max(last_wm, self._watermark_for(max(top, max(stamps))))
+        chunk_top = max(stamps)
+        chunk_wm = max(last_wm, self._watermark_for(max(top, chunk_top)))
         if min(stamps) >= chunk_wm:
-            self._insert_on_time(chunk, stamps, outputs)
+            self._insert_on_time(chunk, stamps, chunk_top, outputs)
         else:
             self._insert_one_by_one(chunk, stamps, outputs)
         return outputs
 
-    def _insert_on_time(self, chunk: list[Any], stamps: list[int], outputs: list[Any]) -> None:
+    def _insert_on_time(
+        self, chunk: list[Any], stamps: list[int], chunk_top: int, outputs: list[Any]
+    ) -> None:
         """The fast path for a chunk without late items: no Python bytecode per item.
 
         Items are wrapped by C iterators. The watermark rises at the first
@@ -136,13 +143,18 @@ class InsertWatermarksP(processor.Processor):
             events = list(map(wrap, chunk, stamps))
         last_wm, start = self._last_wm, 0
         assert last_wm is not None and self._top_ts is not None
+        if chunk_top < self._lowest_top_lifting(last_wm):  # most chunks: no watermark rises, no scan
+            outputs.extend(events)
+            self._top_ts = max(self._top_ts, chunk_top)
+            return
         while (at := _first_at_least(stamps, self._lowest_top_lifting(last_wm), start)) is not None:
             last_wm = self._watermark_for(stamps[at])
             outputs.extend(events[start : at + 1])
             outputs.append(wm.Watermark(last_wm))
+            self._pending_watermarks = True
             start = at + 1
         outputs.extend(events[start:])
-        self._last_wm, self._top_ts = last_wm, max(self._top_ts, max(stamps))
+        self._last_wm, self._top_ts = last_wm, max(self._top_ts, chunk_top)
 
     def _insert_one_by_one(self, chunk: list[Any], stamps: list[int], outputs: list[Any]) -> None:
         """The general path: late items are dropped as the watermark advances within the chunk."""
@@ -160,6 +172,7 @@ class InsertWatermarksP(processor.Processor):
                 if last_wm is None or new_wm > last_wm:
                     last_wm = new_wm
                     outputs.append(wm.Watermark(new_wm))
+                    self._pending_watermarks = True
         self._last_wm, self._top_ts = last_wm, top
         self._late += late
 
@@ -175,6 +188,10 @@ class InsertWatermarksP(processor.Processor):
         """Offer the pending outputs: runs of items in batches, each watermark on its own."""
         pending = self._pending
         outbox = self.outbox
+        if not self._pending_watermarks:
+            taken = outbox.offer_batch(pending)
+            self._pending = pending[taken:] if taken < len(pending) else []
+            return not self._pending
         start = 0
         while start < len(pending):
             first = pending[start]
