@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,11 +15,12 @@ from jetlet import config
 from jetlet.core import processor as proc
 from jetlet.core.processors.sources import SlicePosition
 from jetlet.core.snapshot_keys import ProcessorKey
-from jetlet.nexmark import fast_generator
+from jetlet.nexmark import fast_generator, joins, queries
 from jetlet.nexmark.bench import jobs, latency, plain, report, throughput
 from jetlet.nexmark.fast_source import fast_nexmark_source
-from jetlet.nexmark.model import Auction, Bid, Person
-from jetlet.pipeline import Pipeline, Sinks
+from jetlet.nexmark.generator import GeneratorConfig
+from jetlet.nexmark.model import Auction, Bid, Event, Person
+from jetlet.pipeline import Pipeline, Sinks, Sources, StreamStage
 from jetlet.testing import TestOutbox, make_context, verify_processor, wait_until
 
 DEADLINE_S = 30.0
@@ -235,12 +236,16 @@ def test_the_section_has_the_header_and_a_row_per_run() -> None:
 # -- the plain loops against jetlet -----------------------------------------------------------
 
 
+STATELESS_AND_Q5 = ("q0", "q1", "q2", "q5")
+"""The plain loops checked on the fast source's stream (the others below, on a list stream)."""
+
+
 def test_each_plain_loop_equals_the_jetlet_query(jet: jetlet.EmbeddedInstance) -> None:
     # given 30,000 events at 1,000 events/s (30 s of event time, Q5's 10 s windows sliding by 1 s)
     cfg = fast_generator.FastConfig(rate=1_000)
     count = 30_000
     events = fast_generator.fast_events(range(count), cfg)
-    expected = {q: plain.results(q, events) for q in plain.PLAIN_QUERIES}
+    expected = {q: plain.results(q, events) for q in STATELESS_AND_Q5}
     last_time = events[-1].date_time
     slide = jobs.THROUGHPUT_SLIDE_MS
     expected["q5"] = [r for r in expected["q5"] if r[0] + slide < last_time]
@@ -248,7 +253,7 @@ def test_each_plain_loop_equals_the_jetlet_query(jet: jetlet.EmbeddedInstance) -
     # when jetlet runs every query over the same events
     p = Pipeline()
     stage = p.read_from(fast_nexmark_source(cfg, count=count)).with_native_timestamps(0)
-    for query in plain.PLAIN_QUERIES:
+    for query in STATELESS_AND_Q5:
         jobs.query_fn(query, slide)(stage).write_to(Sinks.list(query))
     job = jet.new_job(p)
     wait_until(
@@ -261,3 +266,156 @@ def test_each_plain_loop_equals_the_jetlet_query(jet: jetlet.EmbeddedInstance) -
     q5 = sorted(r for r in jet.get_list("q5") if r[0] + slide < last_time)
     assert q5 == expected["q5"]
     assert math.isclose(len(q5), last_time // slide - 1, abs_tol=1)
+
+
+# -- the plain loops of the joining and windowed queries against jetlet -----------------------
+
+BLOCK_1 = range(fast_generator.BLOCK, fast_generator.BLOCK + 30_000)
+"""30 s of events at 1,000 events/s from the second block of the fast generator's tables.
+
+A person's state is picked by its table position, which moves with the number in steps of 50
+inside a block, so a block has people of one or two states: the first 30,000 events give Q3 3
+results, these 30.
+"""
+SENTINEL_DELAY_MS = 100_000
+"""How long after the last event a sentinel person comes, to close every auction (Q4, Q6)."""
+LONG_AUCTIONS = GeneratorConfig(first_event_rate=1_000, num_in_flight_auctions=400)
+"""A config whose ``max_auction_duration_ms`` (13.3 s) bounds the fast generator's auctions (10 s)."""
+QueryFn = Callable[[StreamStage[Any]], StreamStage[Any]]
+
+
+def stream_results(
+    jet: jetlet.EmbeddedInstance, events: list[Event], query_fns: dict[str, QueryFn], wanted: dict[str, int]
+) -> dict[str, list[Any]]:
+    """Each query's results over ``events`` as one stream timestamped by ``date_time``.
+
+    The job stops once every query has at least its ``wanted`` results.
+    """
+    p = Pipeline()
+
+    def generate(context: proc.ProcessorContext) -> list[Event]:
+        return events if context.global_processor_index == 0 else []
+
+    stage = p.read_from(Sources.stream_from_generator(generate, "events")).with_timestamps(_event_time, 0)
+    for name, query_fn in query_fns.items():
+        query_fn(stage).write_to(Sinks.list(name))
+    job = jet.new_job(p)
+    wait_until(lambda: all(len(jet.get_list(q)) >= wanted[q] for q in wanted), "every result", DEADLINE_S)
+    jobs.stop(job)
+    return {name: list(jet.get_list(name)) for name in query_fns}
+
+
+def _event_time(event: Event) -> int:
+    return event.date_time
+
+
+def test_the_join_window_and_side_input_loops_equal_the_jetlet_queries(jet: jetlet.EmbeddedInstance) -> None:
+    # given 30 s of events (Q7 in 1 s windows, to have more than one result per 10 s), then a person at
+    # the next 10 s boundary: the loops close the windows before it, jetlet all windows as its source ends
+    events = fast_generator.fast_events(BLOCK_1, fast_generator.FastConfig(rate=1_000))
+    last_time = events[-1].date_time
+    events.append(sentinel(last_time - last_time % jobs.WINDOW_MS + jobs.WINDOW_MS))
+    steps: dict[str, plain.Step] = {
+        "q3": plain.LocalItemSuggestionLoop(),
+        "q7": plain.HighestBidLoop(window_ms=1_000),
+        "q8": plain.NewUsersLoop(),
+        "q13": plain.q13_step,
+    }
+    expected: dict[str, list[object]] = {q: [] for q in steps}
+    for start in range(0, len(events), plain.BATCH):
+        for query, step in steps.items():
+            step(events[start : start + plain.BATCH], expected[query])
+    assert len(expected["q3"]) >= 20 and len(expected["q7"]) >= 29 and len(expected["q8"]) >= 10
+    # when jetlet runs the same queries over the same events
+    query_fns: dict[str, QueryFn] = {
+        "q3": joins.q3_local_item_suggestion,
+        "q7": lambda stage: queries.q7_highest_bid(stage, window_ms=1_000),
+        "q8": joins.q8_monitor_new_users,
+        "q13": queries.q13_bounded_side_input_join,
+    }
+    actual = stream_results(jet, events, query_fns, {q: len(r) for q, r in expected.items()})
+    # then each has the same results
+    for query in steps:
+        assert collections.Counter(actual[query]) == collections.Counter(expected[query]), query
+
+
+def sentinel(date_time: int) -> Person:
+    """A person at ``date_time`` that no query answers: out of Q3's states, with no auctions."""
+    return Person(0, "sentinel", "", "", "", "WY", date_time, "")
+
+
+def without_reopened_auctions(events: list[Event]) -> list[Event]:
+    """``events`` less every auction whose id an earlier auction had (jetlet keeps one auction per id)."""
+    seen: set[int] = set()
+    kept: list[Event] = []
+    for event in events:
+        if isinstance(event, Auction):
+            if event.id in seen:
+                continue
+            seen.add(event.id)
+        kept.append(event)
+    return kept
+
+
+def reference_winners(events: list[Event]) -> list[tuple[Auction, Bid]]:
+    """Each auction that closed by the last event's time, with its winning bid, by brute force.
+
+    A bid counts for the latest auction of its id opened at or before it, if it came while that
+    auction was open and at least its reserve; the highest wins, the earliest of equal ones.
+    """
+    last_time = events[-1].date_time
+    winners: list[tuple[Auction, Bid]] = []
+    for index, auction in enumerate(events):
+        if not isinstance(auction, Auction) or auction.expires > last_time:
+            continue
+        bids: list[Bid] = []
+        for later in events[index + 1 :]:
+            if isinstance(later, Auction) and later.id == auction.id:
+                break
+            if isinstance(later, Bid) and later.auction == auction.id and later.date_time < auction.expires:
+                bids.append(later)
+        valid = [b for b in bids if b.price >= auction.reserve]
+        if valid:
+            winners.append((auction, max(valid, key=lambda b: (b.price, -b.date_time))))
+    return winners
+
+
+def test_the_winning_bids_loop_closes_each_auction_at_expires_with_its_best_valid_bid() -> None:
+    # given 30 s of events from the first block, auction ids reopened as the generator does
+    events = fast_generator.fast_events(range(30_000), fast_generator.FastConfig(rate=1_000))
+    # when the Q4 loop runs over them in batches
+    step, out = plain.PLAIN_QUERIES["q4"](), []
+    for start in range(0, len(events), plain.BATCH):
+        step(events[start : start + plain.BATCH], out)
+    # then each category's count and last average are those of the brute-force winners
+    by_category: dict[int, list[int]] = collections.defaultdict(list)
+    for auction, bid in reference_winners(events):
+        by_category[auction.category].append(bid.price)
+    assert len(out) == sum(len(p) for p in by_category.values()) > 100
+    last = {r.category: r.price for r in out}
+    assert last == {c: joins.java_round(sum(p) / len(p)) for c, p in by_category.items()}
+
+
+def test_the_q4_and_q6_loops_equal_the_jetlet_queries(jet: jetlet.EmbeddedInstance) -> None:
+    # given 30 s of events without reopened auction ids, then a person long after to close every auction
+    events = without_reopened_auctions(
+        fast_generator.fast_events(BLOCK_1, fast_generator.FastConfig(rate=1_000))
+    )
+    events.append(sentinel(events[-1].date_time + SENTINEL_DELAY_MS))
+    expected = {q: plain.results(q, events) for q in ("q4", "q6")}
+    assert len(expected["q4"]) == len(expected["q6"]) > 100
+    # when jetlet runs both (its auction state lives longer than any auction)
+    query_fns: dict[str, QueryFn] = {
+        "q4": lambda stage: joins.q4_average_price_by_category(stage, LONG_AUCTIONS),
+        "q6": lambda stage: joins.q6_average_price_by_seller(stage, LONG_AUCTIONS),
+    }
+    actual = stream_results(jet, events, query_fns, {q: len(r) for q, r in expected.items()})
+    # then each category and seller had as many updates and ends with the same average
+    assert collections.Counter(r.category for r in actual["q4"]) == collections.Counter(
+        r.category for r in expected["q4"]
+    )
+    assert {r.category: r.price for r in actual["q4"]} == {r.category: r.price for r in expected["q4"]}
+    assert collections.Counter(r.seller for r in actual["q6"]) == collections.Counter(
+        r.seller for r in expected["q6"]
+    )
+    assert {r.seller: r.price for r in actual["q6"]} == {r.seller: r.price for r in expected["q6"]}

@@ -291,6 +291,33 @@ def test_source_buffer_refuses_what_a_source_may_not_do() -> None:
         TimestampedSourceBuffer("t", "timestamped stream").add("x", 1.5)  # type: ignore[arg-type]
 
 
+def test_add_all_adds_a_batch_as_add_would_and_refuses_a_bad_one_whole() -> None:
+    # given buffers filled item by item and by batch, then they hold the same entries
+    one_by_one: TimestampedSourceBuffer[str] = TimestampedSourceBuffer("t", "timestamped stream")
+    for item, stamp in [("a", 5), ("b", 7)]:
+        one_by_one.add(item, stamp)
+    batched: TimestampedSourceBuffer[str] = TimestampedSourceBuffer("t", "timestamped stream")
+    batched.add_all(["a", "b"], [5, 7])
+    assert batched.take() == one_by_one.take() == [(5, "a"), (7, "b")]
+    plain: SourceBuffer[int] = SourceBuffer("b", "batch")
+    plain.add(1)
+    plain.add_all([2, 3])
+    assert plain.take() == [1, 2, 3]
+    # when a batch is bad, then nothing of it is added and the error names the problem
+    with pytest.raises(TypeError, match="cannot add None"):
+        plain.add_all([4, None, 5])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"timestamp must be an int \(ms\), got 2\.5"):
+        batched.add_all(["x", "y"], [1, 2.5])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="2 items and 1 timestamps"):
+        batched.add_all(["x", "y"], [1])
+    with pytest.raises(OverflowError, match=f"more than {BUFFER_CAPACITY} items in one call"):
+        plain.add_all(list(range(BUFFER_CAPACITY + 1)))
+    assert plain.take() == [] and batched.take() == []
+    plain.close()
+    with pytest.raises(RuntimeError, match="add_all\\(\\) after the buffer was closed"):
+        plain.add_all([1])
+
+
 def test_a_failing_fill_fails_the_job_and_still_destroys_the_state(jet: jetlet.EmbeddedInstance) -> None:
     # given a source whose fill adds more than the buffer holds
     destroyed: list[str] = []

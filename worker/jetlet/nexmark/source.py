@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jetlet.core import processor as proc
@@ -49,7 +50,7 @@ BATCH_SIZE = 256
 MAX_WAIT_S = 0.005
 """Longest a paced fill waits for the next event to become due."""
 
-EventsFn = Callable[[Sequence[int]], Iterable[Event]]
+EventsFn = Callable[[Sequence[int]], Sequence[Event]]
 """Turns a batch of event numbers into their events, in order (a pure function of the numbers)."""
 
 
@@ -90,9 +91,11 @@ def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
     if not numbers:
         state.wait_for_next()
         return
-    add = buffer.add
-    for item in state.events_fn(numbers):
-        add(item, item.date_time)
+    events = state.events_fn(numbers)
+    buffer.add_all(events, list(map(_date_time, events)))
+
+
+_date_time = operator.attrgetter("date_time")
 
 
 def _snapshot(state: _Slice) -> SlicePosition:

@@ -56,8 +56,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, Self, TypeVar
 
 from jetlet.core import inbox as inbox_mod
@@ -90,6 +92,11 @@ class SourceBuffer(Generic[T]):
     def add(self, item: T) -> None:
         """Add one item (not None) to emit."""
         self._append(item, item)
+
+    def add_all(self, items: Sequence[T]) -> None:
+        """Add several items at once (checked together: a fast path for sources that make batches)."""
+        self._check_batch(items)
+        self._items.extend(items)
 
     def close(self) -> None:
         """End the source: every item was added (batch sources only)."""
@@ -131,6 +138,20 @@ class SourceBuffer(Generic[T]):
             )
         self._items.append(entry)
 
+    def _check_batch(self, items: Sequence[Any]) -> None:
+        """What :meth:`_append` checks, for a whole batch (scanned in C)."""
+        if self._closed:
+            raise RuntimeError(f"source {self._source_name!r}: add_all() after the buffer was closed")
+        if any(map(operator.is_, items, itertools.repeat(None))):
+            raise TypeError(
+                f"source {self._source_name!r}: cannot add None, jetlet reserves it for 'no item'"
+            )
+        if len(self._items) + len(items) > self._capacity:
+            raise OverflowError(
+                f"source {self._source_name!r}: fill_buffer_fn added more than {self._capacity} items "
+                "in one call; add fewer per call (it is called again as soon as they are emitted)"
+            )
+
 
 class TimestampedSourceBuffer(SourceBuffer[T]):
     """The buffer of a timestamped stream: each item comes with its event time (ms)."""
@@ -142,6 +163,21 @@ class TimestampedSourceBuffer(SourceBuffer[T]):
         elif not isinstance(timestamp, int) or isinstance(timestamp, bool):
             raise TypeError(f"source {self._source_name!r}: timestamp must be an int (ms), got {timestamp!r}")
         self._append(item, (timestamp, item))
+
+    def add_all(self, items: Sequence[T], timestamps: Sequence[int] | None = None) -> None:
+        """Add several items with their timestamps (ms) at once; without timestamps, the time now."""
+        if timestamps is None:
+            timestamps = [time.time_ns() // 1_000_000] * len(items)
+        elif len(timestamps) != len(items):
+            raise ValueError(
+                f"source {self._source_name!r}: add_all() got {len(items)} items and "
+                f"{len(timestamps)} timestamps"
+            )
+        elif not set(map(type, timestamps)) <= {int}:
+            wrong = next(t for t in timestamps if type(t) is not int)
+            raise TypeError(f"source {self._source_name!r}: timestamp must be an int (ms), got {wrong!r}")
+        self._check_batch(items)
+        self._items.extend(zip(timestamps, items, strict=True))
 
 
 @dataclasses.dataclass(frozen=True)
