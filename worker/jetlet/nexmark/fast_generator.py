@@ -20,8 +20,12 @@ Theory of operation: event number ``n`` is a pure function of ``n`` and the :cla
   ``b = (lo + rotation_b[hi]) % 65536``: a bid's auction and price are at ``a``, its bidder at
   ``b``; an auction's id and initial bid at ``a``, its seller at ``b``; a person's id at ``a``. So
   the ids are random draws among ``keys`` values and the sequence repeats only after 2**32 events.
-  The strings are picked from small fixed tuples, never made per event; ``extra`` is empty (the
-  paper's generator does not pad events to Beam's average sizes either).
+  A person's city and state are picked by their id, and an auction's category by its id (so an id
+  keeps them when it recurs), an auction's length by the price at ``b``: table values, random in
+  every block. (Picked by ``a`` or ``b`` themselves they would not be: inside a block those move by
+  50 from one person to the next, so a block's people would all live in one place.) The strings
+  are picked from small fixed tuples, never made per event; ``extra`` is empty (the paper's
+  generator does not pad events to Beam's average sizes either).
 
 Why tables: a processor's numbers are a strided ``range`` and inside one block of 65,536 numbers
 ``hi`` is constant, so :func:`fast_events` gets every id and price of a batch as C-speed strided
@@ -66,7 +70,7 @@ TABLE_SEED = 20_210_801
 MIN_PRICE_CENTS = 100
 MAX_PRICE_CENTS = 100_000
 AUCTION_LENGTHS_S = 10
-"""An auction expires 1 to this many seconds after it opens."""
+"""An auction expires 1 to this many seconds after it opens (:func:`auction_length_ms`)."""
 
 _FIRST_NAMES = (
     "Peter",
@@ -147,10 +151,25 @@ def _tables(keys: int) -> _Tables:
     return _Tables(auctions * 2, people * 2, prices * 2, rotation_a, rotation_b)
 
 
+def auction_length_ms(draw: int) -> int:
+    """How long an auction is open (``expires - date_time``) for a random table value ``draw``."""
+    return 1000 * (1 + draw % AUCTION_LENGTHS_S)
+
+
+def max_auction_duration_ms() -> int:
+    """The longest an auction of this generator is open, whatever the :class:`FastConfig`.
+
+    A bound for the state time-to-live of queries 4 and 6
+    (:func:`jetlet.nexmark.joins.winning_bids`' ``ttl_ms``).
+    """
+    return max(auction_length_ms(draw) for draw in range(AUCTION_LENGTHS_S))
+
+
 def _person(a: int, b: int, timestamp: int, tables: _Tables) -> Person:
-    city, state = _PLACES[a % len(_PLACES)]
+    person_id = tables.people[a]
+    city, state = _PLACES[person_id % len(_PLACES)]
     return Person(
-        tables.people[a],
+        person_id,
         _NAMES[b % len(_NAMES)],
         _EMAILS[a % len(_EMAILS)],
         _CARDS[b % len(_CARDS)],
@@ -163,16 +182,17 @@ def _person(a: int, b: int, timestamp: int, tables: _Tables) -> Person:
 
 def _auction(a: int, b: int, timestamp: int, tables: _Tables) -> Auction:
     initial_bid = tables.prices[a]
+    auction_id = tables.auctions[a]
     return Auction(
-        tables.auctions[a],
+        auction_id,
         _ITEMS[a % len(_ITEMS)],
         _DESCRIPTIONS[b % len(_DESCRIPTIONS)],
         initial_bid,
         initial_bid * 2,
         timestamp,
-        timestamp + 1000 * (1 + a % AUCTION_LENGTHS_S),
+        timestamp + auction_length_ms(tables.prices[b]),
         tables.people[b],
-        FIRST_CATEGORY_ID + b % NUM_CATEGORIES,
+        FIRST_CATEGORY_ID + auction_id % NUM_CATEGORIES,
         "",
     )
 

@@ -14,7 +14,10 @@ All of them key one event stream by the id the joined events share and keep per-
   callback emits the winning bid. An auction's result thus comes out when the watermark passes
   ``expires``, or up to ``ttl`` later (when its last event on the key is late). Watermarks are
   throttled as in Jet (to the gcd of the pipeline's window slides, else to 1,000 ms), so without
-  windows in the pipeline auctions close at whole seconds of event time.
+  windows in the pipeline auctions close at whole seconds of event time. Beam's generator never
+  reuses an auction id, but a generator with few keys (the Jet paper's, 10,000) does: a new auction
+  on a key whose state still holds an earlier one first closes the earlier one (its result comes
+  out then: no later bid can count for it) and starts afresh.
 * **Query 4** averages the winning prices per category (a keyed rolling average), **query 6** per
   seller over their last 10 winning bids (a keyed ``map_stateful`` holding those bids).
 * **Query 8** (monitor new users) is a *window* join: people keyed by id and auctions keyed by seller
@@ -183,17 +186,27 @@ def _offer(state: OpenAuction, auction: Auction, bid: Bid) -> None:
         state.best = bid
 
 
-def track_auction(state: OpenAuction, _key: int, item: Auction | Bid) -> None:
-    """Winning bids' step: remember the auction, or fold the bid into its best bid (emits nothing)."""
-    if isinstance(item, Auction):
-        state.auction = item
-        for bid in state.early_bids:
-            _offer(state, item, bid)
-        state.early_bids = []
-    elif state.auction is None:
-        state.early_bids.append(item)
-    else:
-        _offer(state, state.auction, item)
+def track_auction(state: OpenAuction, key: int, item: Auction | Bid) -> AuctionBid | None:
+    """Winning bids' step: remember the auction, or fold the bid into its best bid.
+
+    It emits only when an auction reuses the id of an earlier auction the state still holds: the
+    earlier auction is then closed (as :func:`close_auction` does: its winning bid, if it has a valid
+    one), since every later bid on the id counts for the new auction, which starts with no best bid.
+    Bids that came before any auction of the id (early bids) still count for the first one to come.
+    """
+    if isinstance(item, Bid):
+        if state.auction is None:
+            state.early_bids.append(item)
+        else:
+            _offer(state, state.auction, item)
+        return None
+    closed = close_auction(state, key, item.date_time)
+    state.auction = item
+    state.best = None
+    for bid in state.early_bids:
+        _offer(state, item, bid)
+    state.early_bids = []
+    return closed
 
 
 def close_auction(state: OpenAuction, _key: int, _watermark: int) -> AuctionBid | None:
@@ -204,19 +217,22 @@ def close_auction(state: OpenAuction, _key: int, _watermark: int) -> AuctionBid 
 
 
 def winning_bids(
-    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG
+    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG, *, ttl_ms: int | None = None
 ) -> StreamStage[AuctionBid]:
     """The winning bid of each closed auction: the highest bid made while it was open, over its reserve.
 
     Beam's ``WinningBids`` assigns auctions and bids to custom merging windows (an auction's window is
     ``[date_time, expires)``) and picks the best bid of each auction window. jetlet keys auctions and
     bids by auction id into a ``map_stateful`` (:func:`track_auction`) whose state lives until the
-    watermark passes its latest event by :func:`max_auction_duration_ms` of ``config``, so past the
-    auction's ``expires``; :func:`close_auction` then emits the result (see the module doc).
+    watermark passes its latest event by ``ttl_ms`` (by default :func:`max_auction_duration_ms` of
+    ``config``; it must bound every auction's duration), so past the auction's ``expires``;
+    :func:`close_auction` then emits the result. An auction reusing the id of one still held closes
+    that one at once (see the module doc).
     """
+    ttl = max_auction_duration_ms(config) if ttl_ms is None else ttl_ms
     auctions_and_bids: StreamStage[Auction | Bid] = events.map(auction_or_bid)
     closed: StreamStage[AuctionBid] = auctions_and_bids.grouping_key(auction_id).map_stateful(
-        OpenAuction, track_auction, ttl=max_auction_duration_ms(config), on_evict_fn=close_auction
+        OpenAuction, track_auction, ttl=ttl, on_evict_fn=close_auction
     )
     return closed.set_name("nexmark-winning-bids")
 
@@ -244,15 +260,16 @@ def to_category_price(average: tuple[int, float]) -> CategoryPrice:
 
 
 def q4_average_price_by_category(
-    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG
+    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG, *, ttl_ms: int | None = None
 ) -> StreamStage[CategoryPrice]:
     """Query 4: the average winning price of each category, updated as each of its auctions closes.
 
     Beam averages the winning prices per category in sliding windows; jetlet, as Jet's NEXMark
     benchmark, keeps a rolling average per category (``rolling_aggregate(averaging)``) over
-    :func:`winning_bids`, emitting the category's new average at each closed auction.
+    :func:`winning_bids` (``config`` and ``ttl_ms`` are its), emitting the category's new average at
+    each closed auction.
     """
-    prices: StreamStage[tuple[int, int]] = winning_bids(events, config).map(category_and_price)
+    prices: StreamStage[tuple[int, int]] = winning_bids(events, config, ttl_ms=ttl_ms).map(category_and_price)
     averages: StreamStage[tuple[int, float]] = prices.grouping_key(_first).rolling_aggregate(
         averaging(_price)
     )
@@ -281,15 +298,16 @@ def _time_then_price(bid: Bid) -> tuple[int, int]:
 
 
 def q6_average_price_by_seller(
-    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG
+    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG, *, ttl_ms: int | None = None
 ) -> StreamStage[SellerPrice]:
     """Query 6: each seller's average winning price over their last 10 closed auctions, at each close.
 
     Beam re-windows the winning bids per seller into the global window, firing at every element, with
     a combiner keeping the last 10 bids; jetlet keys :func:`winning_bids` by seller into a
-    ``map_stateful`` holding those bids (:func:`last_bids_mean`). A seller's state lives for the job.
+    ``map_stateful`` holding those bids (:func:`last_bids_mean`). A seller's state lives for the job;
+    ``config`` and ``ttl_ms`` are those of :func:`winning_bids`.
     """
-    by_seller: StreamStage[tuple[int, Bid]] = winning_bids(events, config).map(seller_bid)
+    by_seller: StreamStage[tuple[int, Bid]] = winning_bids(events, config, ttl_ms=ttl_ms).map(seller_bid)
     means: StreamStage[SellerPrice] = by_seller.grouping_key(_first).map_stateful(list, last_bids_mean)
     return means.set_name("nexmark-q6-average-price-by-seller")
 

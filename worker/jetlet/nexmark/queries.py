@@ -10,11 +10,12 @@ which is how a jetlet ``map`` filters. The joining queries (3, 4, 6, 8) are in
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Callable
 from typing import Any
 
-from jetlet.aggregate import AggregateOperation, counting, top_n
-from jetlet.datamodel import KeyedWindowResult, WindowResult
+from jetlet.aggregate import AggregateOperation
+from jetlet.datamodel import WindowResult
 from jetlet.nexmark import joins
 from jetlet.nexmark.generator import DEFAULT_CONFIG
 from jetlet.nexmark.model import AuctionPrice, Bid, Event
@@ -77,21 +78,60 @@ HotItems = tuple[int, list[tuple[int, int]]]
 """Query 5's result: ``(end of the sliding window, [(auction, bids), ...] best first)``."""
 
 
-def _bid_auction(bid: Bid) -> int:
-    return bid.auction
-
-
 def _bid_or_none(item: Event) -> Bid | None:
-    return item if isinstance(item, Bid) else None
+    return item if type(item) is Bid else None
 
 
-def _bids_then_auction(result: KeyedWindowResult[int, int]) -> tuple[int, int]:
-    return (result.result, result.key)
+def _no_counts() -> dict[int, int]:
+    return {}
 
 
-def _hot_items(window: WindowResult[list[KeyedWindowResult[int, int]]]) -> HotItems:
-    # the tumbling window of one slide starts where the sliding windows it gathers end
-    return (window.start, [(r.key, r.result) for r in window.result])
+def _count_bid(counts: dict[int, int], bid: Bid) -> dict[int, int]:
+    auction = bid.auction
+    counts[auction] = counts.get(auction, 0) + 1
+    return counts
+
+
+def _add_counts(counts: dict[int, int], more: dict[int, int]) -> dict[int, int]:
+    get = counts.get
+    for auction, bids in more.items():
+        counts[auction] = get(auction, 0) + bids
+    return counts
+
+
+def _deduct_counts(counts: dict[int, int], less: dict[int, int]) -> dict[int, int]:
+    for auction, bids in less.items():
+        left = counts[auction] - bids
+        if left:
+            counts[auction] = left
+        else:
+            del counts[auction]
+    return counts
+
+
+def bids_per_auction() -> AggregateOperation[dict[int, int], dict[int, int]]:
+    """Bids per auction as one ``{auction: bids}`` accumulator, which frames add up and deduct.
+
+    Q5's sliding window keeps one such dict per frame (one slide of bids) and one for the window:
+    a slide adds the frame that enters and deducts the frame that leaves, so its cost is that of
+    the two frames, not of the window.
+    """
+    return (
+        AggregateOperation.with_create(_no_counts)
+        .and_accumulate(_count_bid)
+        .and_combine(_add_counts)
+        .and_deduct(_deduct_counts)
+    )
+
+
+def top_auctions(counts: dict[int, int], top: int) -> list[tuple[int, int]]:
+    """The ``top`` auctions with the most bids, best first (ties: the higher id), as ``(auction, bids)``.
+
+    The comparisons run in C: ``(bids, auction)`` pairs made by ``zip``, ``max`` for the top one.
+    """
+    ranked = zip(counts.values(), counts.keys(), strict=True)
+    best = [max(ranked)] if top == 1 and counts else heapq.nlargest(top, ranked)
+    return [(auction, bids) for bids, auction in best]
 
 
 def q5_hot_items(
@@ -99,19 +139,21 @@ def q5_hot_items(
 ) -> StreamStage[HotItems]:
     """Query 5 as the Jet paper runs it: bids per auction in a sliding window, then the top auctions.
 
-    Counts are computed from frames (one per slide) and slide in O(1); each
-    step's results are gathered by a tumbling window of one slide, where
-    ``top_n`` keeps the auctions with the most bids (ties: the higher id).
+    One sliding-window aggregation: :func:`bids_per_auction` counts the bids of every auction in
+    frames of one slide, which slide through the window in O(frame) (add the new frame, deduct the
+    old one); each window's result is its :func:`top_auctions`, emitted when the watermark passes
+    the window's end. (Counting per auction as a keyed window and ranking its results in a second
+    window emits every auction's count at every slide — a million results a second with a 10 ms
+    slide over 10,000 auctions — and reports each window one slide late.)
     """
     bids: StreamStage[Bid] = events.map(_bid_or_none)
-    counts = (
-        bids.grouping_key(_bid_auction)
-        .window(WindowDefinition.sliding(window_ms, slide_ms))
-        .aggregate(counting())
-        .set_name("nexmark-q5-bids-per-auction")
-    )
-    best = counts.window(WindowDefinition.tumbling(slide_ms)).aggregate(top_n(top, _bids_then_auction))
-    return best.map(_hot_items).set_name("nexmark-q5-hot-items")
+    ranking = bids_per_auction().and_export_finish(functools.partial(top_auctions, top=top))
+    windows = bids.window(WindowDefinition.sliding(window_ms, slide_ms)).aggregate(ranking)
+    return windows.map(_hot_items).set_name("nexmark-q5-hot-items")
+
+
+def _hot_items(window: WindowResult[list[tuple[int, int]]]) -> HotItems:
+    return (window.end, window.result)
 
 
 # --------------------------------------------------------------------------- query 7

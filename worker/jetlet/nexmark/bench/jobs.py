@@ -3,12 +3,16 @@
 The pipeline reads :func:`~jetlet.nexmark.fast_source.fast_nexmark_source` (one processor per
 member) with native timestamps, applies the query (``jetlet.nexmark.QUERIES`` when that registry
 exists, else the four queries of :mod:`jetlet.nexmark.queries`; Q5 always with the window and slide
-asked for), and ends in a :class:`LatencyRecorderP` added with ``custom_transform``. A custom
-processor on a timestamped stage receives the pipeline's internal ``(timestamp, item)`` events: the
-timestamp of a map or filter result is the event's time, that of a window result the window's end
-(the end of Q5's last, tumbling, window). So the recorder — the last processor before the sink —
-measures what the Jet paper measures: ``time.time()`` when the result arrives minus the time its
-triggering event was scheduled (the fast source's event time *is* its scheduled emission time).
+asked for; Q7 and Q8 with tumbling windows of the slide, i.e. 1 s in throughput runs and 10 ms in
+latency runs, as their 10 s default would not close within a run; Q4 and Q6 with the state TTL of
+:func:`~jetlet.nexmark.fast_generator.max_auction_duration_ms`, as the registry's default bounds
+Beam's generator's auctions, not the fast generator's), and ends in a :class:`LatencyRecorderP`
+added with ``custom_transform``. A custom processor on a timestamped stage receives the pipeline's
+internal ``(timestamp, item)`` events: the timestamp of a map or filter result is the event's time,
+that of a window result the window's end (the end of Q5's last, tumbling, window). So the
+recorder — the last processor before the sink — measures what the Jet paper measures:
+``time.time()`` when the result arrives minus the time its triggering event was scheduled (the fast
+source's event time *is* its scheduled emission time).
 It counts every result (the ``benchResultCount`` metric) and keeps the latencies of results whose
 timestamp lies in the measurement interval; every :data:`FLUSH_MS` it emits them as one chunk (a
 list of floats, in ms) to ``Sinks.list(name)``, read back after the job is cancelled.
@@ -36,7 +40,7 @@ from jetlet import errors, nexmark
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
 from jetlet.local_cluster import local_cluster
-from jetlet.nexmark import fast_generator, fast_source, queries
+from jetlet.nexmark import fast_generator, fast_source, joins, queries
 from jetlet.pipeline import Pipeline, Sinks, StreamStage
 
 WINDOW_MS = 10_000
@@ -76,9 +80,26 @@ def available_queries() -> tuple[str, ...]:
 
 
 def query_fn(name: str, slide_ms: int = THROUGHPUT_SLIDE_MS) -> QueryFn:
-    """The query ``name`` as a function of the event stage (Q5 with this slide)."""
+    """The query ``name`` as a function of the event stage, set for the fast generator's stream.
+
+    Q5 gets the 10 s window sliding by ``slide_ms``; Q7 and Q8 tumbling windows of ``slide_ms``
+    (their 10 s default would not close within a run); Q4 and Q6 a state TTL of the fast
+    generator's longest auction. Every other query comes from the registry with its defaults.
+    """
     if name == "q5":
         return functools.partial(queries.q5_hot_items, window_ms=WINDOW_MS, slide_ms=slide_ms)
+    if name == "q4":
+        return functools.partial(
+            joins.q4_average_price_by_category, ttl_ms=fast_generator.max_auction_duration_ms()
+        )
+    if name == "q6":
+        return functools.partial(
+            joins.q6_average_price_by_seller, ttl_ms=fast_generator.max_auction_duration_ms()
+        )
+    if name == "q7":
+        return functools.partial(queries.q7_highest_bid, window_ms=slide_ms)
+    if name == "q8":
+        return functools.partial(joins.q8_monitor_new_users, window_ms=slide_ms)
     registry = _registry()
     if name not in registry:
         raise ValueError(f"unknown query {name!r}; this jetlet has {', '.join(available_queries())}")
