@@ -13,6 +13,12 @@ $(VENV)/.stamp-run: pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e .
 	touch $@
 
+$(VENV)/.stamp-bench: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[bench]'
+	touch $@
+
 $(VENV)/.stamp-test: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
@@ -29,8 +35,9 @@ test: $(VENV)/.stamp-test
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
 
-bench: $(VENV)/.stamp-run
+bench: $(VENV)/.stamp-bench
 	$(VENV)/bin/python bench/run_all.py
+	$(VENV)/bin/python bench/nexmark.py
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check $(SRC_DIRS)

@@ -427,3 +427,13 @@ def test_the_benchmark_bounds_q4_and_q6_state_by_the_fast_generators_longest_auc
     # then the bound is the longest of them, and far above the Beam-config default
     assert fast_generator.max_auction_duration_ms() == max(lengths) == 10_000
     assert joins.max_auction_duration_ms() < max(lengths)
+
+
+def test_a_windowed_querys_latency_run_is_stretched_to_ten_thousand_samples_and_no_further() -> None:
+    # given 100 window results a second (a 10 ms slide), then 10,000 samples need about 100 s
+    stretched = latency.seconds_for("q5", 15.0)
+    assert stretched * 1000 / jobs.LATENCY_SLIDE_MS >= latency.MIN_SAMPLES
+    assert stretched <= latency.LONGEST_RUN_S
+    # a longer run asked for is kept, and a query whose results depend on the data is not stretched
+    assert latency.seconds_for("q7", 300.0) == 300.0
+    assert latency.seconds_for("q1", 15.0) == 15.0

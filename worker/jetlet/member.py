@@ -22,6 +22,13 @@ thread until SIGTERM or SIGINT:
   addresses), and the partition table is re-derived from every new member
   list, moving as few partitions as possible.
 
+The process is the member's own, so it sets the interpreter's thread switch
+interval to :data:`SWITCH_INTERVAL_S` (1 ms instead of Python's 5 ms): the
+cooperative threads, the non-cooperative sources' threads and the network
+thread share one GIL, and a thread that wants it waits up to that interval
+behind one that computes; measured on NEXMark Q1 at 100,000 events/s, p99.99
+11 ms -> 6.5 ms with the same throughput (within the noise).
+
 Once both ports are bound the member writes ``{"name", "pid",
 "rest_address", "data_address"}`` as JSON to ``--ready-file`` (atomically:
 written aside, then renamed). On shutdown it stops the REST server, the
@@ -55,6 +62,9 @@ from jetlet._network import transport as transport_mod
 _log = logging.getLogger("jetlet.member")
 _TICK_S = 0.05
 _DISCOVERY_S = 2.0
+
+SWITCH_INTERVAL_S = 0.001
+"""The member process's ``sys.setswitchinterval`` (see the module doc)."""
 
 
 def _now_ms() -> int:
@@ -303,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         missing = "a REST token (--token-file or JETLET_TOKEN)" if not token else "a cluster secret"
         print(f"jetlet member: {missing} is required", file=sys.stderr)
         return 2
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     asyncio.run(_serve(Member(config, token, secret)))
     return 0
 

@@ -39,6 +39,23 @@ DRAIN_S = 1.5
 """Wait after the interval for late results and the recorder's last chunk."""
 
 
+WINDOWED_QUERIES = ("q5", "q7")
+"""Queries with one result per window of :data:`~.jobs.LATENCY_SLIDE_MS` in a latency run."""
+LONGEST_RUN_S = 120.0
+"""The most seconds a windowed query's latency run is stretched to, to have its samples."""
+
+
+def seconds_for(query: str, seconds: float) -> float:
+    """How long to measure ``query``: ``seconds``, or for a query with one result per window (Q5, Q7:
+    100 a second with a 10 ms slide) long enough for :data:`MIN_SAMPLES` of them (at most
+    :data:`LONGEST_RUN_S`). Other queries' results depend on the data; their runs are not stretched.
+    """
+    if query not in WINDOWED_QUERIES:
+        return seconds
+    needed = MIN_SAMPLES * jobs.LATENCY_SLIDE_MS / 1000 * 1.02
+    return max(seconds, min(needed, LONGEST_RUN_S))
+
+
 def percentile(sorted_samples: Sequence[float], p: float) -> float:
     """The nearest-rank ``p``-th percentile (0 < p <= 100) of samples sorted ascending."""
     if not sorted_samples:

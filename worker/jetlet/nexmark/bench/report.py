@@ -4,9 +4,11 @@
 plain loop and every peer; latency percentiles per run) under a header with the command, the git
 commit, the machine and the date. :func:`replace_section` puts it between :data:`BEGIN` and
 :data:`END` in the results file, keeping everything else (the section is appended when the markers
-are missing). :func:`plot` draws ``nexmark_throughput.png`` (events/s per member, one bar per query
-and runner) and ``nexmark_latency.png`` (latency against percentile on a "nines" axis, one curve
-per latency run) with matplotlib, which is optional: without it :func:`plot` returns the reason.
+are missing); the markers are those of ``bench/run_all.py``'s sections, which keeps this one when it
+measures the others again. :func:`plot` draws ``nexmark_throughput.png`` (events/s per member,
+one bar per query and runner) and ``nexmark_latency.png`` (latency against percentile on a
+"nines" axis, one curve per latency run) with matplotlib, which is optional: without it
+:func:`plot` returns the reason.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Any
 
 from jetlet.nexmark.bench import latency, plain, throughput
 
-BEGIN = "<!-- nexmark:begin -->"
-END = "<!-- nexmark:end -->"
+BEGIN = "<!-- section:nexmark -->"
+END = "<!-- /section:nexmark -->"
 CURVE_PERCENTILES = tuple(100 - 100 / 10 ** (k / 4) for k in range(0, 17))
 """0, 43.8, ..., 99.99 %: a quarter of a "nine" apart, for the latency curves."""
 
