@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from jetlet.nexmark import Auction, Bid, GeneratorConfig, Person, event, events
 from jetlet.nexmark.generator import AUCTION_ID_LEAD, PERSON_ID_LEAD, JavaRandom
+from jetlet.nexmark.joins import OpenAuction, SellerState
 
 COUNT = 50_000
 CONFIG = GeneratorConfig()
@@ -125,3 +128,19 @@ def test_unbounded_events_and_invalid_arguments() -> None:
         next(events(0, 10, 0))
     with pytest.raises(ValueError, match="event numbers start at 0"):
         event(-1)
+
+
+def test_events_and_query_state_pickle_as_their_fields(stream: list[Person | Auction | Bid]) -> None:
+    # given events of every kind and the queries' mutable state classes
+    auction = next(e for e in stream if isinstance(e, Auction))
+    bids = [e for e in stream[:200] if isinstance(e, Bid)]
+    state = OpenAuction(auction, bids[0], bids[1:3])
+    values = [*stream[:100], state, SellerState()]
+    # when pickled and loaded, then each is equal to the original and a separate object
+    loaded = [pickle.loads(pickle.dumps(value, protocol=5)) for value in values]
+    assert loaded == values
+    assert all(a is not b for a, b in zip(loaded, values, strict=True))
+    # and the mutable state's list is copied, not shared
+    assert loaded[100].early_bids is not state.early_bids
+    # and the reduced form is the class and the field values, not a dict of slots
+    assert state.__reduce__() == (OpenAuction, (auction, bids[0], bids[1:3]))

@@ -51,6 +51,7 @@ from jetlet.nexmark.model import (
     NameCityStateId,
     Person,
     SellerPrice,
+    pickled_by_fields,
 )
 from jetlet.pipeline import StreamStage, WindowDefinition
 
@@ -72,6 +73,7 @@ def java_round(value: float) -> int:
 # --------------------------------------------------------------------------- query 3
 
 
+@pickled_by_fields
 @dataclasses.dataclass(slots=True)
 class SellerState:
     """Query 3's state of one person id: the person once seen, and their auctions that came first."""
@@ -150,6 +152,7 @@ def max_auction_duration_ms(config: GeneratorConfig = DEFAULT_CONFIG) -> int:
     return 2 * horizon_ms
 
 
+@pickled_by_fields
 @dataclasses.dataclass(slots=True)
 class OpenAuction:
     """Winning bids' state of one auction id: the auction once seen, and its best valid bid so far."""

@@ -10,13 +10,36 @@ frozen dataclass's ``__init__`` sets every field through ``object.__setattr__``;
 this way, as much as a hand-written ``__slots__`` class. Treat them as immutable all the
 same (they are hashed and shared between stages): derive a changed copy with
 ``dataclasses.replace``, never assign to a field.
+
+Every class here (and the queries' state classes) pickles as its class and a tuple of its fields
+(:func:`pickled_by_fields`): a slotted dataclass otherwise pickles through ``copyreg`` with a
+dict of its slots, which made pickling the 10,000 open auctions of Q4's state (an auction and its
+best bid each) take 6.1 µs an entry instead of 3.9, and 514 bytes instead of 321 — paid on the
+processing thread at every snapshot barrier, and for every event crossing a network edge.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
+from typing import Any, TypeVar
+
+_Class = TypeVar("_Class", bound=type)
 
 
+def pickled_by_fields(cls: _Class) -> _Class:
+    """Make the dataclass ``cls`` pickle as ``cls(*fields)`` (see the module doc)."""
+    fields = [field.name for field in dataclasses.fields(cls)]
+    values = operator.attrgetter(*fields) if len(fields) > 1 else (lambda item: (getattr(item, fields[0]),))
+
+    def __reduce__(self: Any) -> tuple[type, tuple[Any, ...]]:
+        return cls, values(self)
+
+    setattr(cls, "__reduce__", __reduce__)  # noqa: B010 (mypy refuses assigning a method)
+    return cls
+
+
+@pickled_by_fields
 @dataclasses.dataclass(slots=True, unsafe_hash=True)
 class Person:
     """A new person registered with the auction site."""
@@ -31,6 +54,7 @@ class Person:
     extra: str
 
 
+@pickled_by_fields
 @dataclasses.dataclass(slots=True, unsafe_hash=True)
 class Auction:
     """A new auction: ``seller`` offers an item in ``category`` until ``expires``."""
@@ -47,6 +71,7 @@ class Auction:
     extra: str
 
 
+@pickled_by_fields
 @dataclasses.dataclass(slots=True, unsafe_hash=True)
 class Bid:
     """A bid of ``price`` by ``bidder`` on ``auction``.
@@ -64,6 +89,7 @@ class Bid:
     url: str | None = None
 
 
+@pickled_by_fields
 @dataclasses.dataclass(slots=True, unsafe_hash=True)
 class AuctionPrice:
     """Query 2's result: an auction and the price of one bid on it (Beam's ``AuctionPrice``)."""
@@ -76,6 +102,7 @@ Event = Person | Auction | Bid
 """One NEXMark event."""
 
 
+@pickled_by_fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class AuctionBid:
     """The winning bid of a closed auction (Beam's ``AuctionBid``; queries 4 and 6)."""
@@ -84,6 +111,7 @@ class AuctionBid:
     bid: Bid
 
 
+@pickled_by_fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class NameCityStateId:
     """Query 3's result: a seller in a chosen state and one of their auctions (Beam's ``NameCityStateId``)."""
@@ -94,6 +122,7 @@ class NameCityStateId:
     id: int
 
 
+@pickled_by_fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class CategoryPrice:
     """Query 4's result: the average winning price of a category so far (Beam's ``CategoryPrice``)."""
@@ -102,6 +131,7 @@ class CategoryPrice:
     price: int
 
 
+@pickled_by_fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class SellerPrice:
     """Query 6's result: a seller's average winning price over their last auctions (``SellerPrice``)."""
@@ -110,6 +140,7 @@ class SellerPrice:
     price: int
 
 
+@pickled_by_fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class IdNameReserve:
     """Query 8's result: a new person and the reserve of an auction they opened (``IdNameReserve``)."""
