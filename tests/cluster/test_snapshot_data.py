@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from jetlet._cluster import snapshot_data
-from jetlet._execution.snapshots import freeze, thaw
 from jetlet.core import snapshot_keys
 from jetlet.core.snapshot_keys import ProcessorKey
+from jetlet.core.snapshot_writer import freeze, thaw
 
 PARTITIONS = 13
 

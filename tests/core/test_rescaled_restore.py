@@ -24,7 +24,7 @@ import pytest
 
 from jetlet import config, datamodel
 from jetlet.aggregate import AggregateOperation, counting, summing
-from jetlet.core import Inbox, Processor, Watermark, event_time, processors, snapshot_keys
+from jetlet.core import Inbox, Processor, Watermark, event_time, processors, snapshot_keys, snapshot_writer
 from jetlet.core.processors import stateful
 from jetlet.testing import TestOutbox, make_context
 
@@ -107,7 +107,7 @@ class Vertex:
             self._until_true(index, processor.save_to_snapshot, entries)
         for processor in self.processors:
             processor.close()
-        restored: list[Entry] = pickle.loads(pickle.dumps(entries))
+        restored: list[Entry] = pickle.loads(pickle.dumps(snapshot_writer.read_back_lent(entries)))
         return restored
 
     def complete(self) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+import sys
+import threading
 from typing import Any
 
 import pytest
 
-from jetlet.core import Inbox, Outbox, Watermark
+from jetlet.core import Inbox, Outbox, Watermark, snapshot_writer
 from jetlet.core.processors import stateful
 from jetlet.testing import make_context, verify_processor
 
@@ -234,7 +236,133 @@ def test_given_state_when_saved_and_restored_elsewhere_then_new_processor_contin
     second = stateful.StatefulP(stateful.MAP, _key, lambda: [0], _count, timestamped=False)
     outbox = Outbox(1)
     second.init(outbox, make_context())
-    second.restore_from_snapshot(Inbox(saved))
+    second.restore_from_snapshot(Inbox(_frozen_and_thawed(saved)))
     second.process(0, Inbox([("a", 0), ("b", 0)]))
     # then the counts continue
     assert outbox.buckets == [[("a", 3), ("b", 2)]]
+
+
+def _frozen_and_thawed(saved: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """What a member stores (lent values frozen off the processing thread) and a restore reads back."""
+    return snapshot_writer.read_back_lent(saved)
+
+
+class PickleCountingState:
+    """A running list of values that counts how often each key's state is pickled (copied or frozen)."""
+
+    pickled: dict[str, int] = {}
+
+    def __init__(self, key: str = "", values: list[int] | None = None) -> None:
+        self.key = key
+        self.values = values if values is not None else []
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        PickleCountingState.pickled[self.key] = PickleCountingState.pickled.get(self.key, 0) + 1
+        return PickleCountingState, (self.key, list(self.values))
+
+
+def _append(state: PickleCountingState, key: str, item: tuple[str, int]) -> tuple[str, list[int]]:
+    state.key = key
+    state.values.append(item[1])
+    return (key, list(state.values))
+
+
+def _save(processor: stateful.StatefulP) -> list[tuple[Any, Any]]:
+    outbox = Outbox(1, capacity=100_000)
+    processor.init(outbox, make_context())
+    assert processor.save_to_snapshot()
+    saved = list(outbox.snapshot_bucket)
+    processor.init(Outbox(1, capacity=100_000), make_context())
+    return saved
+
+
+def test_given_snapshot_not_yet_stored_when_items_change_lent_states_then_it_keeps_barrier_state() -> None:
+    # given a processor with states for keys a, b and c, saved to a snapshot that is not stored yet
+    PickleCountingState.pickled.clear()
+    before = [("a", 1), ("b", 2), ("c", 3), ("a", 4)]
+    after = [("a", 5), ("c", 6), ("a", 7)]
+    processor = stateful.StatefulP(stateful.MAP, _key, PickleCountingState, _append, timestamped=False)
+    processor.init(Outbox(1, capacity=1_000), make_context())
+    processor.process(0, Inbox(list(before)))
+    saved = _save(processor)
+    assert PickleCountingState.pickled == {}  # lent, not pickled at the barrier
+    # when items after the barrier change a's and c's states before the member stores the snapshot
+    processor.process(0, Inbox(list(after)))
+    # then the stored snapshot holds the states as they were at the barrier (plain-Python reference)
+    reference: dict[str, list[int]] = {}
+    for key, value in before:
+        reference.setdefault(key, []).append(value)
+    stored = {key: (state.values, ts) for key, (state, ts) in _frozen_and_thawed(saved)}
+    assert stored == {key: (values, 0) for key, values in reference.items()}
+    # and each state was pickled once: a and c by the processor before it changed them, b when stored
+    assert PickleCountingState.pickled == {"a": 1, "b": 1, "c": 1}
+    # and once the snapshot is stored, states change with no pickling
+    processor.process(0, Inbox([("a", 8), ("b", 9)]))
+    assert PickleCountingState.pickled == {"a": 1, "b": 1, "c": 1}
+    # and the processor's own results went on from the changed states
+    for key, value in [*after, ("a", 8), ("b", 9)]:
+        reference.setdefault(key, []).append(value)
+    restored = {key: state.values for key, (state, _) in _frozen_and_thawed(_save(processor))}
+    assert restored == reference
+
+
+def test_given_lent_state_when_evicted_and_changed_by_on_evict_then_snapshot_keeps_barrier_state() -> None:
+    # given a timestamped processor with a TTL whose on_evict_fn changes the state it gets
+    def close(state: list[int], key: str, watermark: int) -> tuple[str, list[int]]:
+        state.append(-1)
+        return (key, list(state))
+
+    processor = stateful.StatefulP(
+        stateful.MAP, _key, list, lambda state, key, item: state.append(item[1]), True, 2, close
+    )
+    outbox = Outbox(1, capacity=1_000)
+    processor.init(outbox, make_context())
+    processor.process(0, Inbox([(1, ("k", 10)), (1, ("k", 11))]))
+    saved = _save(processor)
+    # when the key is evicted before the snapshot is stored
+    eviction_outbox = Outbox(1, capacity=1_000)
+    processor.init(eviction_outbox, make_context())
+    emitted: list[Any] = []
+    for _ in range(3):  # the eviction's result goes out, then the watermark
+        done = processor.try_process_watermark(Watermark(10))
+        emitted.extend(eviction_outbox.buckets[0])
+        eviction_outbox.buckets[0].clear()
+        emitted.extend(c for c in [eviction_outbox.take_control(0)] if c is not None)
+        if done:
+            break
+    # then on_evict changed the state, and the snapshot holds the state at the barrier
+    assert emitted == [(10, ("k", [10, 11, -1])), Watermark(10)]
+    assert _frozen_and_thawed(saved) == [("k", [[10, 11], 1])]
+
+
+def test_given_store_thread_freezing_while_processor_changes_states_then_snapshot_is_barrier_state() -> None:
+    # given 20,000 keys' states lent to a snapshot, and 60,000 more items over those keys
+    rng = random.Random(5)
+    keys = [f"k{i}" for i in range(20_000)]
+    before = [(key, rng.randint(1, 9)) for key in keys]
+    after = [(rng.choice(keys), rng.randint(1, 9)) for _ in range(60_000)]
+    processor = stateful.StatefulP(stateful.MAP, _key, list, lambda s, k, i: s.append(i[1]), False)
+    processor.init(Outbox(1, capacity=100_000), make_context())
+    processor.process(0, Inbox(list(before)))
+    saved = _save(processor)
+    # when a store thread freezes the snapshot while the processor goes on, in chunks, on this thread
+    stored: list[tuple[Any, Any]] = []
+    store = threading.Thread(target=lambda: stored.extend(_frozen_and_thawed(saved)))
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the threads take turns often, so both freeze some of the states
+    try:
+        store.start()
+        for start in range(0, len(after), 100):
+            processor.init(Outbox(1, capacity=100_000), make_context())
+            processor.process(0, Inbox(after[start : start + 100]))
+        store.join(timeout=60)
+    finally:
+        sys.setswitchinterval(switch_interval)
+    # then the snapshot holds every key's state at the barrier, whichever thread froze it
+    assert not store.is_alive()
+    assert dict(stored) == {key: [[value], 0] for key, value in before}
+    # and the processor's states went on from there (plain-Python reference)
+    reference = {key: [value] for key, value in before}
+    for key, value in after:
+        reference[key].append(value)
+    assert {key: slot[0] for key, slot in _frozen_and_thawed(_save(processor))} == reference

@@ -17,6 +17,7 @@ from jetlet.core import edge as edge_mod
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
+from jetlet.core import snapshot_writer
 from jetlet.testing import wait_until
 
 Barrier = snapshots.SnapshotBarrier
@@ -175,8 +176,9 @@ def _context(guarantee: config.ProcessingGuarantee) -> proc.ProcessorContext:
 
 
 def _thawed(parts: list[Any]) -> list[Any]:
-    """The members' parts with their values read back (the tasklet freezes them when it saves)."""
-    return [{v: [(k, snapshots.thaw(x)) for k, x in e] for v, e in part.items()} for part in parts]
+    """The members' parts with their values read back (frozen by the tasklet, or lent and frozen here)."""
+    thaw, freeze_lent = snapshot_writer.thaw, snapshot_writer.freeze_lent
+    return [{v: [(k, thaw(x)) for k, x in freeze_lent(e)] for v, e in part.items()} for part in parts]
 
 
 def _run(tasklet: ProcessorTasklet, calls: int = 20) -> None:

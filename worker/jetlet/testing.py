@@ -41,6 +41,7 @@ from jetlet import config
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
+from jetlet.core import snapshot_writer
 from jetlet.core import watermark as wm
 
 __all__ = ["TestOutbox", "TestSupport", "make_context", "verify_processor", "wait_until"]
@@ -353,6 +354,7 @@ class _Run:
                 break
         else:
             raise AssertionError("save_to_snapshot() never returned True")
+        saved = snapshot_writer.read_back_lent(saved)  # as the member stores them, then a restore
         self.processor.close()
         self.processor, self.outbox = self._fresh()
         if saved:

@@ -58,6 +58,7 @@ from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
 from jetlet._network.transport import PeerUnavailableError, Transport
 from jetlet.core import dag as dag_mod
+from jetlet.core import snapshot_writer
 
 log = logging.getLogger(__name__)
 
@@ -618,6 +619,7 @@ class ClusterJobService:
             if error is not None:
                 raise errors.JetletError(error)
             prefix = member_job.snapshot_prefixes.pop(snapshot_id)
+            entries = {vertex: snapshot_writer.freeze_lent(part) for vertex, part in entries.items()}
             by_partition, broadcast, counts = snapshot_data.chunks_of(
                 entries, self.instance.config.partition_count, member_job.single_processor
             )

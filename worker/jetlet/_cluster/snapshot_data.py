@@ -6,7 +6,7 @@ by where they must be restored (:mod:`jetlet.core.snapshot_keys`): entries of
 ordinary keys by partition, broadcast entries (and every entry of a vertex
 that runs as one processor in the whole cluster) together. Each chunk is
 pickled (its values were already frozen to bytes by the tasklet that saved
-them, :func:`jetlet._execution.snapshots.freeze`) and framed as ``magic, version, entry count, CRC-32, length,
+them, :func:`jetlet.core.snapshot_writer.freeze`) and framed as ``magic, version, entry count, CRC-32, length,
 payload``, so that a truncated or corrupted chunk is detected when it is
 read, never restored from silently.
 
@@ -28,8 +28,7 @@ from typing import Any
 import cloudpickle
 
 from jetlet import errors
-from jetlet._execution import snapshots
-from jetlet.core import snapshot_keys
+from jetlet.core import snapshot_keys, snapshot_writer
 
 Entries = list[tuple[Any, Any]]
 
@@ -152,7 +151,7 @@ def route(
 
 
 def _thawed(entries: Entries) -> Entries:
-    thaw = snapshots.thaw
+    thaw = snapshot_writer.thaw
     try:
         return [(key, thaw(value)) for key, value in entries]
     except Exception as exc:

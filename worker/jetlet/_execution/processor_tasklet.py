@@ -47,6 +47,7 @@ from jetlet._execution.progress import ProgressState, Tasklet
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
+from jetlet.core import snapshot_writer
 from jetlet.core import watermark as wm
 
 INBOX_LIMIT = 1024
@@ -336,9 +337,9 @@ class ProcessorTasklet(Tasklet):
         if self._saving_phase == 0:
             done = processor.save_to_snapshot()
             bucket = self.outbox.snapshot_bucket
-            if bucket:
-                freeze = snapshots.freeze
-                self._saved.extend([(key, freeze(value)) for key, value in bucket])
+            if bucket:  # lent values are frozen later, by the member storing the snapshot
+                freeze, lent = snapshot_writer.freeze, snapshot_writer.Lent
+                self._saved.extend([(k, v if type(v) is lent else freeze(v)) for k, v in bucket])
                 bucket.clear()
             if done:  # what it emitted goes out before the barrier: the next call delivers it first
                 self._saving_phase = 1

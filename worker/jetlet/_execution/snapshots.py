@@ -29,33 +29,12 @@ sources stop emitting after its barrier, so nothing follows it.
 from __future__ import annotations
 
 import dataclasses
-import pickle
 import threading
 from collections.abc import Callable
 from typing import Any
 
-import cloudpickle
-
 Entries = list[tuple[Any, Any]]
 """A processor's saved state: ``(key, value)`` pairs."""
-
-
-def freeze(value: Any) -> bytes:
-    """A saved value as bytes, taken at once: the processor may change the object right after.
-
-    Keys are kept as objects (they are hashable, so immutable in practice);
-    values such as a ``map_stateful`` state are often mutable.
-    """
-    try:
-        return pickle.dumps(value, protocol=5)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        pickled: bytes = cloudpickle.dumps(value, protocol=5)
-        return pickled
-
-
-def thaw(frozen: bytes) -> Any:
-    """The value that :func:`freeze` saved."""
-    return pickle.loads(frozen)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

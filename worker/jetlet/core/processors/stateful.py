@@ -11,6 +11,12 @@ pipeline's representation of a stream with timestamps) and emit
 ``(timestamp, result)``. With a ``ttl`` they also evict state: when the
 watermark passes a key's latest event time plus ``ttl``, the key's state is
 dropped and ``on_evict_fn(state, key, watermark)`` may emit a last result.
+
+Snapshots *lend* the states (:mod:`jetlet.core.snapshot_writer`): the
+member pickles them off the processing thread, and until it has, a state the
+next item of its key would change is pickled first, here. So a snapshot costs
+the processing thread the states touched while it is being stored, not a
+pickle of every state at the barrier.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class StatefulP(processor.Processor):
         self._pending: list[Any] = []
         self._pending_watermark: wm.Watermark | None = None
         self._snapshot = snapshot_writer.SnapshotWriter()
+        self._loan = snapshot_writer.Loan({})
 
     def _apply(self, key: Any, state: Any, item: Any) -> Any:
         fn = self._fn
@@ -76,6 +83,8 @@ class StatefulP(processor.Processor):
         key_fn = self._key_fn
         kind = self._kind
         timestamped = self._timestamped
+        loan = self._loan
+        lent = loan.unclaimed
         while inbox:
             room = outbox.room()
             if room <= 0:
@@ -90,8 +99,11 @@ class StatefulP(processor.Processor):
                 slot = states.get(key)
                 if slot is None:
                     slot = states[key] = [self._create(), ts]
-                elif ts > slot[1]:
-                    slot[1] = ts
+                else:
+                    if lent and key in lent:
+                        loan.before_change(key)
+                    if ts > slot[1]:
+                        slot[1] = ts
                 result = self._apply(key, slot[0], item)
                 if kind == FILTER:
                     if result:
@@ -131,8 +143,11 @@ class StatefulP(processor.Processor):
         limit = watermark - self._ttl
         expired = [key for key, slot in self._states.items() if slot[1] < limit]
         out: list[Any] = []
+        loan = self._loan
         for key in expired:
-            state, _ = self._states.pop(key)
+            state = self._states.pop(key)[0]
+            if loan.unclaimed:  # on_evict_fn may change the state
+                loan.before_change(key)
             if self._on_evict is None:
                 continue
             result = self._on_evict(state, key, watermark)
@@ -148,7 +163,12 @@ class StatefulP(processor.Processor):
         return self._flush()
 
     def save_to_snapshot(self) -> bool:
-        return self._snapshot.write(self.outbox, lambda: list(self._states.items()))
+        return self._snapshot.write(self.outbox, self._lend)
+
+    def _lend(self) -> list[tuple[Any, snapshot_writer.Lent]]:
+        self._loan = snapshot_writer.Loan(self._states)
+        lent = snapshot_writer.Lent(self._loan)
+        return [(key, lent) for key in self._states]
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         for key, slot in inbox.take_all():
