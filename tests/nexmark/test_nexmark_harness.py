@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import collections
 import math
 import random
@@ -16,7 +17,7 @@ from jetlet.core import processor as proc
 from jetlet.core.processors.sources import SlicePosition
 from jetlet.core.snapshot_keys import ProcessorKey
 from jetlet.nexmark import fast_generator, joins, queries
-from jetlet.nexmark.bench import jobs, latency, plain, report, throughput
+from jetlet.nexmark.bench import harness, jobs, latency, plain, report, throughput
 from jetlet.nexmark.fast_source import fast_nexmark_source
 from jetlet.nexmark.model import Auction, AuctionBid, Bid, Event, Person
 from jetlet.pipeline import Pipeline, Sinks, Sources, StreamStage
@@ -437,3 +438,15 @@ def test_a_windowed_querys_latency_run_is_stretched_to_ten_thousand_samples_and_
     # a longer run asked for is kept, and a query whose results depend on the data is not stretched
     assert latency.seconds_for("q7", 300.0) == 300.0
     assert latency.seconds_for("q1", 15.0) == 15.0
+
+
+def test_throughput_repeats_default_to_three_and_must_be_positive() -> None:
+    # given the harness's flags
+    parser = argparse.ArgumentParser()
+    harness.add_arguments(parser)
+    # when parsed with no --repeats, with --quick, and with a bad value
+    assert harness.settings_from(parser.parse_args([])).repeats == 3
+    assert harness.settings_from(parser.parse_args(["--quick"])).repeats == 1
+    # then zero is refused, naming the flag
+    with pytest.raises(ValueError, match="--repeats must be at least 1, got 0"):
+        harness.settings_from(parser.parse_args(["--repeats", "0"]))

@@ -152,7 +152,8 @@ def section(results: Results, commit: str, now: datetime.datetime | None = None)
         f"- Date: {when}\n",
         "Events from the fast generator (Jet paper §7.1: 10,000 keys, person:auction:bid = 1:3:46). "
         "**Throughput** is an unpaced run's events per second (source `emittedCount` over the measured "
-        "interval after a warm-up): the standard approximation of the highest sustainable rate. "
+        "interval after a warm-up), the best of `--repeats` runs (3 by default; each run is printed in "
+        "the log): the standard approximation of the highest sustainable rate. "
         "1+ members are member processes of a local cluster (`embedded`: in the harness's process). "
         "Q5 in throughput runs: 10 s window sliding by 1 s, top auction. The plain loop is each query "
         "as a tight Python loop over the same events, generation included; ratios are jetlet's "
