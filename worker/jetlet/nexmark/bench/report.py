@@ -208,16 +208,22 @@ def plot(results: Results, directory: Path) -> list[str]:
         plt.close(figure)
         written.append(str(path))
     if results.curves:
-        figure, axes = plt.subplots(figsize=(10, 6))
+        figure, axes = plt.subplots(figsize=(12, 6))
+        colors: dict[str, Any] = {}  # one color per query; dashed with snapshots
+        palette = plt.get_cmap("tab10")
         for label, points in results.curves.items():
-            axes.plot([_nines(p) for p, _ in points], [ms for _, ms in points], marker=".", label=label)
+            color = colors.setdefault(label.split(",")[0], palette(len(colors) % 10))
+            axes.plot(
+                [_nines(p) for p, _ in points], [ms for _, ms in points], marker=".", label=label,
+                color=color, linestyle="-" if "no snapshots" in label else "--",
+            )  # fmt: skip
         ticks = [0.0, 50.0, 90.0, 99.0, 99.9, 99.99]
         axes.set_xticks([_nines(p) for p in ticks], [f"{p:g}" for p in ticks])
         axes.set_xlabel("percentile")
         axes.set_ylabel("latency (ms)")
         axes.set_yscale("log")
         axes.set_title("jetlet NEXMark latency at a fixed input rate")
-        axes.legend(fontsize="small")
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         path = directory / "nexmark_latency.png"
         figure.tight_layout()
         figure.savefig(path, dpi=110)
