@@ -161,6 +161,7 @@ def section(results: Results, commit: str, now: datetime.datetime | None = None)
     ]
     if results.throughputs:
         parts.append(_throughput_table(results))
+        parts.append("![NEXMark throughput per member](nexmark_throughput.png)\n")
     if results.latencies:
         parts.append(
             "**Latency** at a fixed rate paced by the wall clock: from each event's scheduled time "
@@ -169,6 +170,7 @@ def section(results: Results, commit: str, now: datetime.datetime | None = None)
             "interval. Map/filter latencies include < 1 ms of timestamp rounding.\n"
         )
         parts.append(_latency_table(results))
+        parts.append("![NEXMark latency percentiles](nexmark_latency.png)\n")
     if results.notes:
         parts.append("\n".join(f"- {note}" for note in results.notes) + "\n")
     parts.append(_peer_notes(results))
