@@ -20,7 +20,9 @@ ext code                content
 ``DATETIME``/``DATE``   ISO 8601 text (naive, or with a plain UTC offset)
 ``TIME``                ISO 8601 text
 ``TIMEDELTA``           ``[days, seconds, microseconds]``
-``PICKLE``              cloudpickle of anything else (user classes, functions)
+``PICKLE``              a pickle of anything else (user classes, functions):
+                        the C pickler's, or cloudpickle's where it fails
+                        (:mod:`jetlet._pickling`)
 ======================  ====================================================
 
 ``loads(data, allow_pickle=...)`` reverses it with an ``ext_hook``; with
@@ -57,6 +59,8 @@ from typing import Any
 
 import cloudpickle
 import msgpack
+
+from jetlet import _pickling
 
 
 class SerializationError(ValueError):
@@ -131,7 +135,7 @@ def _default(obj: Any) -> Any:
     if encoded is not None:
         return encoded
     try:
-        return msgpack.ExtType(ExtCode.PICKLE, cloudpickle.dumps(obj))
+        return msgpack.ExtType(ExtCode.PICKLE, _pickling.dumps(obj))
     except Exception as exc:
         raise SerializationError(f"cannot serialize {kind.__qualname__} object {obj!r:.200}: {exc}") from exc
 

@@ -54,8 +54,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import cloudpickle
-
+from jetlet import _pickling
 from jetlet.core import outbox as outbox_mod
 
 Entry = tuple[Any, Any]
@@ -67,11 +66,7 @@ def freeze(value: Any) -> bytes:
     Keys are kept as objects (they are hashable, so immutable in practice);
     values such as a ``map_stateful`` state are often mutable.
     """
-    try:
-        return pickle.dumps(value, protocol=5)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        pickled: bytes = cloudpickle.dumps(value, protocol=5)
-        return pickled
+    return _pickling.dumps(value)
 
 
 def thaw(frozen: bytes) -> Any:
