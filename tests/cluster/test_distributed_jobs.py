@@ -71,6 +71,11 @@ def test_word_count_dag_on_three_members_equals_counter_and_crosses_the_network(
     received = {k: v["distributedItemsIn"] for k, v in metrics.items() if "distributedItemsIn" in v}
     assert sum(sent.values()) == sum(received.values()) > 0
     assert {key.split("/")[0] for key, value in sent.items() if value} == {"m1", "m2", "m3"}
+    # and every processor and link reports its call times; each member's tokenizers were busy
+    assert all(v["longestCallMicros"] >= 0 and v["busyTimeMicros"] >= 0 for v in metrics.values())
+    tokenizers = {key: value for key, value in metrics.items() if "/tokenize#" in key}
+    busy_tokenizers = {key.split("/")[0] for key, value in tokenizers.items() if value["busyTimeMicros"] > 0}
+    assert busy_tokenizers == {"m1", "m2", "m3"}
 
 
 def _store_sink(name: str) -> Any:

@@ -102,6 +102,51 @@ def test_given_a_filtering_dag_when_run_then_metrics_count_what_each_processor_g
     assert metrics["sink#0"]["emittedCount"] == 0
 
 
+_SLOW_CALL_S = 0.2
+
+
+class _OneSlowCall(jetlet.Processor):
+    """A cooperative pass-through whose first call with input blocks its thread for ``_SLOW_CALL_S``."""
+
+    def __init__(self) -> None:
+        self._slept = False
+
+    def process(self, ordinal: int, inbox: jetlet.Inbox) -> None:
+        if not self._slept:
+            self._slept = True
+            time.sleep(_SLOW_CALL_S)
+        while inbox and self.outbox.offer(inbox.peek()):
+            inbox.remove()
+
+
+def test_given_one_slow_call_when_run_then_that_processor_s_longest_call_shows_it_and_no_other() -> None:
+    # Given 10 000 numbers through a fast map and a processor whose first call takes 0.2 s
+    out: list[int] = []
+    dag = DAG()
+    source = dag.new_vertex("source", processors.source_from_iterable(range(10_000)))
+    fast = dag.new_vertex("fast", processors.map_p(lambda n: n + 1), 1)
+    slow = dag.new_vertex("slow", _OneSlowCall, 1)
+    sink = dag.new_vertex("sink", processors.list_sink_p(out), 1)
+    dag.edge(Edge.between(source, fast))
+    dag.edge(Edge.between(fast, slow))
+    dag.edge(Edge.between(slow, sink))
+    # When it runs
+    with jetlet.embedded() as jet:
+        started = time.perf_counter()
+        job = jet.new_job(dag)
+        job.join(_DEADLINE_S)
+        wall_micros = (time.perf_counter() - started) * 1e6
+        metrics = job.metrics()
+    # Then the slow call is the slow processor's longest, and counts as busy time; the others' are shorter
+    assert sorted(out) == list(range(1, 10_001))
+    slow_metrics = metrics["slow#0"]
+    assert _SLOW_CALL_S * 1e6 <= slow_metrics["longestCallMicros"] <= slow_metrics["busyTimeMicros"]
+    assert slow_metrics["busyTimeMicros"] <= wall_micros
+    for name in ("source#0", "fast#0", "sink#0"):
+        assert metrics[name]["longestCallMicros"] < _SLOW_CALL_S * 1e6, name
+        assert 0 < metrics[name]["busyTimeMicros"] <= wall_micros, name
+
+
 # -- failure ---------------------------------------------------------------------
 
 

@@ -115,18 +115,10 @@ class EmbeddedJob(job_mod.Job):
         self._status = job_mod.JobStatus.FAILED if error is not None else job_mod.JobStatus.COMPLETED
 
     def metrics(self) -> dict[str, dict[str, int]]:
-        """Per-processor counters with Jet's names: receivedCount, emittedCount, topObservedWm."""
+        """Per-processor metrics (:meth:`ProcessorTasklet.metrics`): Jet's counters and call times."""
         if self.plan is None:
             return {}
-        return {
-            t.name: {
-                "receivedCount": t.received_count,
-                "emittedCount": t.emitted_count,
-                "topObservedWm": t.top_observed_watermark,
-                **t.processor.metrics(),
-            }
-            for t in self.plan.tasklets
-        }
+        return {t.name: t.metrics() for t in self.plan.tasklets}
 
 
 class EmbeddedInstance:

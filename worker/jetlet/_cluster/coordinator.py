@@ -1315,16 +1315,8 @@ class ClusterJobService:
 
 
 def _member_metrics(member_job: _MemberJob) -> dict[str, dict[str, int]]:
-    """Jet's per-processor counters, plus the distributed edges' senders and receivers."""
-    values: dict[str, dict[str, int]] = {
-        t.name: {
-            "receivedCount": t.received_count,
-            "emittedCount": t.emitted_count,
-            "topObservedWm": t.top_observed_watermark,
-            **t.processor.metrics(),
-        }
-        for t in member_job.plan.tasklets
-    }
+    """The per-processor metrics (Jet's counters and call times), plus the distributed edges' links."""
+    values: dict[str, dict[str, int]] = {t.name: t.metrics() for t in member_job.plan.tasklets}
     values.update(member_job.links.metrics())
     return values
 

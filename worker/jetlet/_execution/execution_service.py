@@ -120,17 +120,25 @@ def _run_step(entry: _Entry) -> bool | None:
     tracker = entry.tracker
     if tracker.cancelled:
         return None
+    tasklet = entry.tasklet
     try:
         if not entry.initialized:
             entry.initialized = True
-            entry.tasklet.init()
-        state = entry.tasklet.call()
+            tasklet.init()
+        started = time.perf_counter_ns()
+        state = tasklet.call()
+        took = time.perf_counter_ns() - started
     except BaseException as exc:
-        tracker.fail(exc, entry.tasklet.name)
+        tracker.fail(exc, tasklet.name)
         return None
+    if took > tasklet.longest_call_ns:
+        tasklet.longest_call_ns = took
+    progress = state.made_progress
+    if progress:
+        tasklet.busy_ns += took
     if state.is_done:
         return None
-    return state.made_progress
+    return progress
 
 
 def _dismiss(entry: _Entry) -> None:

@@ -36,9 +36,16 @@ class ProgressState(enum.Enum):
 
 
 class Tasklet(abc.ABC):
-    """One unit of cooperative work; ``call`` must return quickly and never block."""
+    """One unit of cooperative work; ``call`` must return quickly and never block.
+
+    The execution service times every call: ``busy_ns`` adds up the calls that made progress, and
+    ``longest_call_ns`` is the longest call so far (a cooperative tasklet's long call holds up every
+    other tasklet of its thread; a blocking tasklet's includes its waits).
+    """
 
     name: str = "tasklet"
+    busy_ns: int = 0
+    longest_call_ns: int = 0
 
     def is_cooperative(self) -> bool:
         return True
@@ -52,3 +59,8 @@ class Tasklet(abc.ABC):
 
     def close(self) -> None:
         """Called once when the tasklet finishes, fails or is cancelled."""
+
+
+def call_times(tasklet: Tasklet) -> dict[str, int]:
+    """A tasklet's call-time metrics: ``busyTimeMicros`` and ``longestCallMicros`` (see :class:`Tasklet`)."""
+    return {"busyTimeMicros": tasklet.busy_ns // 1000, "longestCallMicros": tasklet.longest_call_ns // 1000}

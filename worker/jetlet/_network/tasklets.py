@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jetlet._execution import queues, snapshots
-from jetlet._execution.progress import ProgressState, Tasklet
+from jetlet._execution.progress import ProgressState, Tasklet, call_times
 from jetlet._network import flow_control, serialization
 from jetlet._network.frames import MessageType
 from jetlet.core import watermark as wm
@@ -331,7 +331,8 @@ class RemoteLinks:
             raise TypeError(f"job {self.job_id}: unknown network message {type(message).__qualname__}")
 
     def metrics(self) -> dict[str, dict[str, int]]:
-        """Per sender and receiver: items and packets sent or received, the largest in-flight amount."""
+        """Per sender and receiver: items and packets sent or received, the largest in-flight amount,
+        and the call times as for processors (``busyTimeMicros``, ``longestCallMicros``)."""
         out: dict[str, dict[str, int]] = {}
         for sender in self.senders.values():
             out[sender.name] = {
@@ -339,12 +340,14 @@ class RemoteLinks:
                 "distributedPacketsOut": sender.sent_packets,
                 "maxInFlight": sender.max_in_flight,
                 "window": sender.window.limit - sender.receiver_processed,
+                **call_times(sender),
             }
         for receiver in self.receivers.values():
             out[receiver.name] = {
                 "distributedItemsIn": receiver.received_items,
                 "receiveWindow": receiver.window.window,
                 "maxReceiveWindow": receiver.max_window,
+                **call_times(receiver),
             }
         return out
 
