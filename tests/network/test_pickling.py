@@ -5,13 +5,20 @@ from __future__ import annotations
 import dataclasses
 import pickle
 
+import pytest
+
 from jetlet import _pickling
 from jetlet.nexmark.model import Bid
 
 
-def test_an_object_found_by_name_is_pickled_by_the_c_pickler() -> None:
-    # given a dataclass instance whose class can be imported by name
-    bid = Bid(1, 2, 300, "USD", "", 1_500, "")
+def _no_cloudpickle(*args: object, **kwargs: object) -> bytes:
+    raise AssertionError("cloudpickle was used for an object the C pickler handles")
+
+
+def test_an_object_found_by_name_is_pickled_by_the_c_pickler(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a dataclass instance whose class can be imported by name, and cloudpickle out of reach
+    bid = Bid(1, 2, 300, 1_500, "", "USD", "https://example.com/bid")
+    monkeypatch.setattr(_pickling.cloudpickle, "dumps", _no_cloudpickle)
     # when pickled, then the bytes are the C pickler's and load back equal
     assert _pickling.dumps(bid) == pickle.dumps(bid, protocol=5)
     assert pickle.loads(_pickling.dumps(bid)) == bid
