@@ -14,8 +14,13 @@ naming the field, and counted. Such a request never reaches a job, so it
 cannot harm one. Unknown jobs answer ``404``; an operation the job's state
 does not allow answers ``409``.
 
-The job definition travels as base64 of a cloudpickle (``definition``), and
-data read back (lists, maps, observable items) as base64 of a cloudpickle
+A job travels as base64 of the cloudpickle of its DAG (``definition``), or
+by reference: ``entrypoint`` (``package.module:function`` in the worker
+image) or ``source`` and ``entrypoint`` (a function of that source), called
+with ``arguments``. :mod:`~jetlet._cluster.job_definition` turns each form
+into a validated DAG on the thread pool before the service sees the job (a
+bad one is a ``400`` naming its field, and nothing is registered). Data read
+back (lists, maps, observable items) travels as base64 of a cloudpickle
 in ``data``: both sides of that exchange hold the token. The service's
 blocking calls (``join`` and observable long-polls wait) run on a small
 thread pool owned by the application (``jetlet-rest`` threads), so the event
@@ -46,7 +51,7 @@ import cloudpickle
 from aiohttp import web
 
 from jetlet import errors
-from jetlet._cluster import job_service
+from jetlet._cluster import job_definition, job_service
 
 _log = logging.getLogger(__name__)
 
@@ -210,12 +215,9 @@ async def _list_jobs(request: web.Request) -> web.Response:
 
 async def _submit(request: web.Request) -> web.Response:
     body = await _json_body(request)
-    text = _field(body, "definition", str)
     job_config = _field(body, "config", dict, {})
-    try:
-        definition = base64.b64decode(text, validate=True)
-    except ValueError:
-        raise BadRequest("definition", "must be base64 text") from None
+    plan = functools.partial(job_definition.definition_from_request, body)  # runs user code: off the loop
+    definition = await _blocking(request, plan)
     record = await _blocking(request, functools.partial(_service(request).submit, definition, job_config))
     return web.json_response(record.to_dict(), status=201)
 
@@ -319,7 +321,14 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/openapi.json", _openapi, "This OpenAPI document."),
     ("GET", "/cluster", _cluster, "Members, coordinator and partition table."),
     ("GET", "/jobs", _list_jobs, "Every job known to the cluster."),
-    ("POST", "/jobs", _submit, "Submit a job: {definition: base64 cloudpickle, config: JobConfig fields}."),
+    (
+        "POST",
+        "/jobs",
+        _submit,
+        "Submit a job: {definition: base64 cloudpickle of a DAG} or {entrypoint: 'package.module:function'} "
+        "or {source: Python source, entrypoint: function}, with arguments (the function's) and config "
+        "(JobConfig fields).",
+    ),
     ("GET", "/jobs/{job}", _get_job, "A job's status, config, DAG (DOT) and failure."),
     ("GET", "/jobs/{job}/metrics", _metrics, "A job's metrics."),
     ("POST", "/jobs/{job}/join", _join, "Wait up to {timeout} seconds (at most 30) for the job to end."),
