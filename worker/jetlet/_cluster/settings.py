@@ -19,7 +19,9 @@ Text values (environment, flags from a command line) are converted to the
 setting's type. An unknown key in the file or an unknown ``JETLET_*``
 variable, and any value of the wrong type or out of range, raise
 :class:`SettingsError` naming the key and the source, before the member
-starts. Secrets come from a file (``secret_file``, ``token_file``) or from
+starts. ``JETLET_CLIENT_*`` variables belong to the client (the CLI's
+``JETLET_CLIENT_ADDRESSES``, ``JETLET_CLIENT_TOKEN``, ``JETLET_CLIENT_CA_FILE``)
+and are ignored here. Secrets come from a file (``secret_file``, ``token_file``) or from
 ``JETLET_SECRET`` / ``JETLET_TOKEN``; they are never shown in ``repr``.
 
 >>> s = load({"name": "m1"}, environ={"JETLET_BACKUP_COUNT": "2"})
@@ -39,6 +41,8 @@ from typing import Any
 from jetlet import config
 
 ENV_PREFIX = "JETLET_"
+CLIENT_ENV_PREFIX = "JETLET_CLIENT_"
+"""The client's variables (``jetlet -a``, ``--token``, ``--ca-file``): never member settings."""
 
 
 class SettingsError(ValueError):
@@ -215,9 +219,16 @@ def _normalise(name: str, value: object, source: str) -> object:
 def _from_environment(environ: Mapping[str, str]) -> dict[str, object]:
     found: dict[str, object] = {}
     for key, text in environ.items():
-        if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG_FILE":
+        if not key.startswith(ENV_PREFIX) or key.startswith(CLIENT_ENV_PREFIX):
+            continue
+        if key == ENV_PREFIX + "CONFIG_FILE":
             continue
         name = key[len(ENV_PREFIX) :].lower()
+        if name not in NAMES:
+            raise SettingsError(
+                f"unknown setting {name!r} in environment variable {key} (a member's variables are "
+                f"JETLET_<SETTING>; the client's are {CLIENT_ENV_PREFIX}ADDRESSES, _TOKEN and _CA_FILE)"
+            )
         found[name] = _normalise(name, text, f"environment variable {key}")
     return found
 
