@@ -126,23 +126,39 @@ class Sources:
 
     @staticmethod
     def batch_from_generator(
-        generate: Callable[[proc.ProcessorContext], Iterable[T]], name: str
+        generate: Callable[[proc.ProcessorContext], Iterable[T]], name: str, *, cooperative: bool = True
     ) -> BatchSource[T]:
         """Items that ``generate(context)`` yields on each source processor.
 
+        ``cooperative=False`` for a generator that blocks (see :meth:`stream_from_generator`).
         A restore skips what each processor emitted; it needs the same total parallelism.
         """
-        return BatchSource(name, processors.source_from_generator(generate, name=name))
+        return BatchSource(
+            name, processors.source_from_generator(generate, cooperative=cooperative, name=name)
+        )
 
     @staticmethod
     def stream_from_generator(
-        generate: Callable[[proc.ProcessorContext], Iterable[T]], name: str = "streamSource"
+        generate: Callable[[proc.ProcessorContext], Iterable[T]],
+        name: str = "streamSource",
+        *,
+        cooperative: bool = True,
     ) -> StreamSource[T]:
         """A stream of what ``generate(context)`` yields on each source processor.
 
+        Items are emitted as the generator yields them (what it yields within
+        a millisecond goes out together), so a trickle of items shows at once.
+        A generator that *waits* for its items (``time.sleep``, a socket, a
+        blocking ``queue.get()``, an HTTP poll) must be declared
+        ``cooperative=False``: it then runs on a thread of its own instead of
+        holding up the cooperative thread that other processors share. A
+        generator that only computes stays cooperative (the default).
+
         A restore skips what each processor emitted; it needs the same total parallelism.
         """
-        return StreamSource(name, processors.source_from_generator(generate, name=name))
+        return StreamSource(
+            name, processors.source_from_generator(generate, cooperative=cooperative, name=name)
+        )
 
     @staticmethod
     def test_stream(

@@ -54,6 +54,8 @@ from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor, snapshot_keys
 
 BATCH = 1024
+PROMPT_S = 0.001
+"""A generator source emits what ``generate`` yielded within this time, even if that is less than a batch."""
 
 SNAPSHOT_TAG = "__jetlet_source_position__"
 """The tag of the :class:`~jetlet.core.snapshot_keys.ProcessorKey` a source saves its position under."""
@@ -340,6 +342,33 @@ class _OneShotReader(SourceReader):
         shared.taken += sum(1 for _ in itertools.islice(shared.iterator, count - shared.taken))
 
 
+def _read_promptly(iterator: Iterator[Any], limit: int) -> tuple[list[Any], bool]:
+    """Up to ``limit`` items of ``iterator`` yielded within :data:`PROMPT_S`, and whether it ended.
+
+    Reads 1, 1, 4, 16, ... items at a time and stops once the time is up, so a
+    fast generator fills the batch in a few ``islice`` calls while a slow one
+    (each item a poll of an API or a queue) has its items emitted one by one
+    as they come, instead of after ``limit`` of them. A ``None`` means
+    "nothing now": the batch ends after the chunk that holds it, without it.
+    """
+    started = time.monotonic()
+    batch: list[Any] = []
+    chunk = 1
+    while len(batch) < limit:
+        wanted = min(chunk, limit - len(batch))
+        taken = list(itertools.islice(iterator, wanted))
+        if None in taken:
+            batch += [item for item in taken if item is not None]
+            return batch, False
+        batch += taken
+        if len(taken) < wanted:
+            return batch, True
+        if time.monotonic() - started >= PROMPT_S:
+            break
+        chunk = 1 if len(batch) == 1 else chunk * 4
+    return batch, False
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class GeneratorPosition:
     """How many items processor ``index`` of ``parallelism`` of a generator source emitted."""
@@ -367,15 +396,16 @@ class _GeneratorReader(SourceReader):
     def read(self, limit: int) -> list[Any] | None:
         if self._iterator is None:
             self._iterator = iter(self._generate(self._context))
-            skipped = sum(1 for _ in itertools.islice(self._iterator, self._count))
+            items = (item for item in self._iterator if item is not None)
+            skipped = sum(1 for _ in itertools.islice(items, self._count))
             if skipped < self._count:
                 raise ValueError(
                     f"source {self._name!r}: processor {self._context.global_processor_index} had emitted "
                     f"{self._count} items, but generate(context) now yields only {skipped}"
                 )
-        batch = list(itertools.islice(self._iterator, limit))
+        batch, ended = _read_promptly(self._iterator, limit)
         self._count += len(batch)
-        return batch or None
+        return None if ended and not batch else batch
 
     def position(self) -> GeneratorPosition:
         context = self._context
@@ -436,8 +466,14 @@ def source_from_generator(
     """Emits what ``generate(context)`` yields; each processor calls it once per execution.
 
     Use ``context.global_processor_index`` and ``context.total_parallelism``
-    to make each processor produce its own slice. Pass ``cooperative=False``
-    if producing an item may block (reading a socket, a slow file). A restore
+    to make each processor produce its own slice. Each call emits what the
+    generator yielded within :data:`PROMPT_S` (up to a batch), so a slow
+    generator's items are emitted as they come; a generator that has nothing
+    to emit now yields ``None`` (a cooperative one that polls a queue or an
+    API without waiting must, to give the thread back). Pass ``cooperative=False``
+    if producing an item may block (``time.sleep``, reading a socket or a
+    queue, polling an API): the processor then gets its own thread, and its
+    waits hold up no other processor. A restore
     skips the items each processor emitted before the snapshot; it needs the
     same total parallelism, and errors name the source ``name`` (the vertex
     name by default).
