@@ -20,7 +20,10 @@ thread until SIGTERM or SIGINT:
   periodic tick; its messages travel as authenticated ``POST /membership``
   calls to the other members' REST ports (so ``--members`` lists REST
   addresses), and the partition table is re-derived from every new member
-  list, moving as few partitions as possible.
+  list, moving as few partitions as possible. While alone the member looks
+  for the others (``jetlet._cluster.discovery``: the ``--members``
+  entries, DNS, or the Kubernetes API); ``/ready`` answers from
+  ``jetlet._cluster.readiness``.
 
 The process is the member's own, so it sets the interpreter's thread switch
 interval to :data:`SWITCH_INTERVAL_S` (1 ms instead of Python's 5 ms): the
@@ -54,14 +57,22 @@ from typing import Any
 import aiohttp
 
 from jetlet import _embedded
-from jetlet._cluster import coordinator, discovery, membership, partition_table, rest, settings, tls
+from jetlet._cluster import (
+    coordinator,
+    discovery,
+    membership,
+    partition_table,
+    readiness,
+    rest,
+    settings,
+    tls,
+)
 from jetlet._network import frames
 from jetlet._network import tasklets as remote
 from jetlet._network import transport as transport_mod
 
 _log = logging.getLogger("jetlet.member")
 _TICK_S = 0.05
-_DISCOVERY_S = 2.0
 
 SWITCH_INTERVAL_S = 0.001
 """The member process's ``sys.setswitchinterval`` (see the module doc)."""
@@ -94,6 +105,8 @@ class Member:
         self.membership: membership.Membership | None = None
         self.table: partition_table.PartitionTable | None = None
         self._session: aiohttp.ClientSession | None = None
+        self.discovery = discovery.for_settings(config, os.environ)
+        self.readiness = readiness.Readiness(config.failure_timeout_millis)
         tls_on = bool(config.tls_cert_file)
         self._scheme = "https" if tls_on else "http"
         self._server_ssl = (
@@ -134,6 +147,12 @@ class Member:
             host, _, port = member.data_address.rpartition(":")
             future = self.transport.connect_soon(member.name, host, int(port))
             future.add_done_callback(_log_connect_failure(member.name))
+
+    def ready(self) -> dict[str, Any]:
+        """What ``GET /ready`` answers (see ``jetlet._cluster.readiness``)."""
+        assert self.membership is not None and self.transport is not None
+        members = None if self.table is None else self.table.members
+        return self.readiness.report(self.membership, members, self.transport.is_connected, _now_ms())
 
     def has_quorum(self) -> bool:
         """Whether the members present are a majority of the largest cluster this member has known."""
@@ -182,9 +201,10 @@ class Member:
         next_discovery = 0.0
         while not self.stopping.is_set():
             if self.membership.is_alone and time.monotonic() >= next_discovery:
-                next_discovery = time.monotonic() + _DISCOVERY_S  # DNS answers change as pods come and go
-                seeds = await asyncio.to_thread(discovery.discover, self.config.members)
+                seeds = await asyncio.to_thread(self.discovery.seeds)  # answers change as pods come and go
+                next_discovery = time.monotonic() + self.discovery.next_delay_s()
                 self.membership.set_seeds(seeds)
+                self.readiness.discovered(self.membership, self.discovery.problem, _now_ms())
             outgoing = self.membership.tick(_now_ms())
             self._refresh_table()
             await self._send(outgoing)
@@ -197,7 +217,12 @@ class Member:
         advertised = config.advertise_host or host
         name = config.name
         transport = transport_mod.Transport(
-            name or "member", self.secret, self._on_message, self._on_peer_lost
+            name or "member",
+            self.secret,
+            self._on_message,
+            self._on_peer_lost,
+            server_ssl=self._data_server_ssl,  # with the TLS flags the data port speaks only mutual TLS
+            client_ssl=self._client_ssl,
         )
         self.transport = transport
         data_host, data_port = await asyncio.to_thread(transport.start, host, config.data_port)
@@ -216,7 +241,7 @@ class Member:
             config.snapshot_directory,
         )
         app = rest.create_app(
-            self.service, self.describe, self.token, config.max_request_bytes, self.on_membership
+            self.service, self.describe, self.token, config.max_request_bytes, self.on_membership, self.ready
         )
         runner, (_, rest_port) = await rest.start_site(app, host, config.rest_port, self._server_ssl)
         name = name or f"{advertised}:{data_port}"
@@ -225,7 +250,7 @@ class Member:
         )
         self.membership = membership.Membership(
             info,
-            discovery.discover(config.members),
+            (),  # the first tick looks for the others
             config.heartbeat_interval_millis,
             config.failure_timeout_millis,
             _now_ms(),
@@ -303,8 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = settings.load(args, os.environ)
         token, secret = config.read_token(), config.read_secret()
-        for entry in config.members:
-            discovery.parse_entry(entry)
+        discovery.for_settings(config, os.environ)  # malformed entries, unresolvable kubernetes settings
     except (settings.SettingsError, ValueError) as exc:
         print(f"jetlet member: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Finding the other members: a static list, or the DNS of a Kubernetes headless Service.
+"""Finding the other members: a static list, the DNS of a headless Service, or the Kubernetes API.
 
 ``--members`` takes entries of two kinds:
 
@@ -11,12 +11,23 @@
 
 Resolution failures are not errors (the Service may have no ready pod yet):
 the entry yields no address this time.
+
+With the setting ``discovery = "kubernetes"`` the member also lists the
+pods that ``kubernetes_label_selector`` matches through the Kubernetes API
+(``jetlet._cluster.kube_discovery``), which works before any pod is Ready
+and needs neither DNS nor a ClusterIP. :func:`for_settings` builds the
+member's :class:`Discovery`; the member calls :meth:`Discovery.seeds` (it
+blocks: on a worker thread) while it is alone, every
+:meth:`Discovery.next_delay_s` seconds.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+from jetlet._cluster import kube_discovery
+from jetlet._cluster import settings as settings_mod
 
 Resolve = Callable[[str, int], list[str]]
 
@@ -50,3 +61,43 @@ def discover(entries: Sequence[str], resolve: Resolve = resolve_host) -> tuple[s
             if address not in seeds:
                 seeds.append(address)
     return tuple(seeds)
+
+
+class Discovery:
+    """The ``members`` entries, then (with ``discovery = "kubernetes"``) the member pods' addresses."""
+
+    def __init__(
+        self,
+        entries: Sequence[str],
+        pods: kube_discovery.PodDiscovery | None = None,
+        resolve: Resolve = resolve_host,
+    ) -> None:
+        for entry in entries:
+            parse_entry(entry)
+        self.entries = tuple(entries)
+        self.pods = pods
+        self._resolve = resolve
+
+    def seeds(self) -> tuple[str, ...]:
+        """The seed addresses now, without duplicates (blocking: DNS look-ups, an API call)."""
+        found = discover(self.entries, self._resolve)
+        if self.pods is None:
+            return found
+        return found + tuple(a for a in self.pods.addresses() if a not in found)
+
+    @property
+    def problem(self) -> str:
+        """Why the last look failed (the Kubernetes API's error), or '' (DNS failures are no problem)."""
+        return "" if self.pods is None else self.pods.state
+
+    def next_delay_s(self) -> float:
+        """How long to wait before looking again (longer while the Kubernetes API fails)."""
+        return kube_discovery.INTERVAL_S if self.pods is None else self.pods.next_delay_s()
+
+
+def for_settings(config: settings_mod.MemberSettings, environ: Mapping[str, str]) -> Discovery:
+    """The discovery that ``config`` asks for; ValueError naming a malformed entry or missing setting."""
+    pods = None
+    if config.discovery == "kubernetes":
+        pods = kube_discovery.PodDiscovery(kube_discovery.target(config, environ))
+    return Discovery(config.members, pods)

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 :func:`create_app` builds an aiohttp application over a
 :class:`~jetlet._cluster.job_service.JobService` and a function describing
-the cluster. Every route except ``/health`` and ``/openapi.json`` requires
+the cluster. Every route except ``/health``, ``/ready`` and ``/openapi.json`` requires
 ``Authorization: Bearer <token>``; the token is compared in constant time,
 and a request without it is answered ``401`` and counted. Request bodies are
 JSON objects checked field by field before anything reaches the service: a
@@ -58,9 +58,11 @@ _log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ClusterInfo = Callable[[], dict[str, Any]]
 MembershipHandler = Callable[[dict[str, Any]], Awaitable[None]]
+ReadinessReport = Callable[[], dict[str, Any]]
+"""A member's readiness: a dict with ``ready`` (bool) and ``missing`` (see ``jetlet._cluster.readiness``)."""
 T = TypeVar("T")
 
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
 MAX_JOIN_WAIT_S = 30.0
 """Longest one ``join`` or observable request waits; clients repeat it to wait longer."""
 
@@ -75,6 +77,7 @@ class _State:
     max_body: int
     pool: concurrent.futures.ThreadPoolExecutor
     membership: MembershipHandler | None = None
+    readiness: ReadinessReport | None = None
     counters: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
 
@@ -204,6 +207,14 @@ async def _health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "refused": refused_counts(request.app)})
 
 
+async def _ready(request: web.Request) -> web.Response:
+    report = request.app[STATE_KEY].readiness
+    if report is None:
+        return web.json_response({"ready": True, "missing": {}})
+    body = report()
+    return web.json_response(body, status=200 if body["ready"] else 503)
+
+
 async def _cluster(request: web.Request) -> web.Response:
     return web.json_response(request.app[STATE_KEY].cluster_info())
 
@@ -318,6 +329,7 @@ async def _openapi(request: web.Request) -> web.Response:
 
 _ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/health", _health, "Liveness, and counts of refused requests."),
+    ("GET", "/ready", _ready, "Readiness: 200 when joined with a coordinator and partition table, else 503."),
     ("GET", "/openapi.json", _openapi, "This OpenAPI document."),
     ("GET", "/cluster", _cluster, "Members, coordinator and partition table."),
     ("GET", "/jobs", _list_jobs, "Every job known to the cluster."),
@@ -407,13 +419,14 @@ def create_app(
     token: str,
     max_body: int = 64 * 1024 * 1024,
     membership: MembershipHandler | None = None,
+    readiness: ReadinessReport | None = None,
 ) -> web.Application:
-    """The REST application; ``token`` must be non-empty."""
+    """The REST application; ``token`` must be non-empty; without ``readiness`` ``/ready`` is always 200."""
     if not token:
         raise ValueError("the REST API needs a non-empty bearer token")
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=max_body)
     pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
-    app[STATE_KEY] = _State(service, cluster_info, token, max_body, pool, membership)
+    app[STATE_KEY] = _State(service, cluster_info, token, max_body, pool, membership, readiness)
     app.on_cleanup.append(_close_pool)
     for method, path, handler, _ in _ROUTES:
         app.router.add_route(method, path, handler)

@@ -49,6 +49,12 @@ class SettingsError(ValueError):
     """A setting is unknown or has a bad value; the message names the key and its source."""
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where Kubernetes mounts a pod's service-account token, CA certificate and namespace."""
+DISCOVERY_KINDS = ("dns", "kubernetes")
+"""The values of the ``discovery`` setting."""
+
+
 @dataclasses.dataclass(frozen=True)
 class MemberSettings:
     """Everything one member process is configured with."""
@@ -64,7 +70,24 @@ class MemberSettings:
     advertise_host: str = ""
     """The host other members and clients should dial (empty: ``host``)."""
     members: tuple[str, ...] = ()
-    """Data addresses ``host:port`` of members to join (static discovery)."""
+    """REST addresses ``host:port`` of members to join, or ``dns:NAME:PORT`` (every address of NAME)."""
+    discovery: str = "dns"
+    """How the others are found: ``dns`` (``members`` only) or ``kubernetes`` (also the pods that
+    ``kubernetes_label_selector`` matches, listed through the Kubernetes API; see docs/cluster.md)."""
+    kubernetes_label_selector: str = ""
+    """The member pods' label selector, e.g. ``app.kubernetes.io/instance=jet`` (needed by ``kubernetes``)."""
+    kubernetes_namespace: str = ""
+    """The member pods' namespace (empty: the pod's own, from its service account's ``namespace`` file)."""
+    kubernetes_api_server: str = ""
+    """The API server's URL (empty: ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``)."""
+    kubernetes_token_file: str = SERVICE_ACCOUNT_DIR + "/token"
+    """Bearer token for the API server, read at every listing (empty: send none)."""
+    kubernetes_ca_file: str = SERVICE_ACCOUNT_DIR + "/ca.crt"
+    """CA that the API server's certificate is checked against (empty: the system's CAs)."""
+    kubernetes_rest_port: int = 0
+    """The pods' REST port (0: their container port named ``kubernetes_port_name``, else ``rest_port``)."""
+    kubernetes_port_name: str = "rest"
+    """Name of the container port that serves REST in the member pods."""
     secret_file: str = ""
     """File holding the cluster secret that peers prove on the data port's handshake."""
     token_file: str = ""
@@ -117,6 +140,14 @@ class MemberSettings:
         if self.tls_cert_file and not self.tls_ca_file:
             raise SettingsError(
                 "setting 'tls_ca_file' is needed with TLS: members check each other against it"
+            )
+        if self.discovery not in DISCOVERY_KINDS:
+            raise SettingsError(f"setting 'discovery' must be 'dns' or 'kubernetes', got {self.discovery!r}")
+        if self.discovery == "kubernetes" and not self.kubernetes_label_selector:
+            raise SettingsError("setting 'kubernetes_label_selector' is needed with discovery 'kubernetes'")
+        if not 0 <= self.kubernetes_rest_port <= 65535:
+            raise SettingsError(
+                f"setting 'kubernetes_rest_port' must be in [0, 65535], got {self.kubernetes_rest_port}"
             )
         if self.failure_timeout_millis <= self.heartbeat_interval_millis:
             raise SettingsError("setting 'failure_timeout_millis' must exceed 'heartbeat_interval_millis'")
