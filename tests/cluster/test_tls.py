@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import collections
+import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trustme
+from member_processes import MemberProcesses
 
 import jetlet
+from jetlet._cluster import tls
+from jetlet._network import frames, handshake
 from jetlet.client import Client
 from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import Pipeline, Sinks, Sources
+
+SECRET = "the-cluster-secret-for-tls-tests"
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +69,55 @@ def test_tls_settings_must_come_together() -> None:
         settings.MemberSettings(tls_cert_file="x.pem")
     with pytest.raises(settings.SettingsError, match="tls_ca_file"):
         settings.MemberSettings(tls_cert_file="x.pem", tls_key_file="x.key")
+
+
+@pytest.fixture
+def member_processes(tmp_path: Path) -> Iterator[MemberProcesses]:
+    processes = MemberProcesses(tmp_path)
+    yield processes
+    processes.stop_all()
+
+
+def _try_handshake(sock: socket.socket | ssl.SSLSocket, peer: str) -> bool:
+    """Whether a handshake as "outsider" with ``SECRET`` completes over ``sock`` (False: refused)."""
+    shake = handshake.Handshake(handshake.Role.INITIATOR, "outsider", SECRET.encode(), expected_peer=peer)
+    decoder = frames.FrameDecoder()
+    outgoing = shake.start()
+    try:
+        while not shake.is_done:
+            sock.sendall(b"".join(frames.encode_frame(t, p) for t, p in outgoing))
+            outgoing = []
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False
+            for frame in decoder.feed(chunk):
+                outgoing += shake.receive(frame.msg_type, frame.payload)
+    except (frames.ProtocolError, OSError):
+        return False
+    return True
+
+
+def test_with_tls_flags_the_data_port_refuses_a_plain_tcp_peer_that_holds_the_secret(
+    tls_files: dict[str, str], member_processes: MemberProcesses
+) -> None:
+    # given a member started with the TLS flags
+    flags = ["--tls-cert-file", tls_files["cert"], "--tls-key-file", tls_files["key"]]
+    member = member_processes.start("a", SECRET, *flags, "--tls-ca-file", tls_files["ca"])
+    # when a plain TCP peer that holds the cluster secret dials its data port
+    with socket.create_connection(member.data_address, timeout=30) as sock:
+        # then it cannot complete the handshake
+        assert not _try_handshake(sock, "a")
+    # while a TLS peer with a certificate of the cluster's CA and the secret can (so the refusal is TLS)
+    context = tls.client_context(tls_files["ca"], tls_files["cert"], tls_files["key"])
+    with (
+        socket.create_connection(member.data_address, timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as sock,
+    ):
+        assert _try_handshake(sock, "a")
+    # and a TLS peer without a certificate is refused too (the data port's TLS is mutual)
+    anonymous = tls.client_context(tls_files["ca"])
+    with (
+        socket.create_connection(member.data_address, timeout=30) as raw,
+        anonymous.wrap_socket(raw, server_hostname="127.0.0.1") as sock,
+    ):
+        assert not _try_handshake(sock, "a")
