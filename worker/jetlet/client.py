@@ -2,23 +2,27 @@
 
 ``connect("host:port", token=...)`` returns a :class:`Client` with the same
 ``new_job`` / ``get_job`` / ``get_list`` / ``get_map`` / ``get_observable``
-interface as the embedded instance, plus ``cluster()``.
+interface as the embedded instance, plus ``cluster()``, and submits jobs by
+reference: ``submit_entrypoint("package.module:function", arguments)`` for
+code in the members' image, ``submit_source(source, "function", arguments)``
+for code carried as text.
 
 Theory of operation
 -------------------
 Every call is one HTTP request (``urllib.request``, a fresh connection each
 time, so a client is safe to share between threads) to the member's REST
 API with ``Authorization: Bearer <token>``. A job definition — a
-``Pipeline`` or a ``DAG``, user functions included — is pickled with
-cloudpickle; when that fails the client searches the definition for the
-first object that cannot be pickled and names it, with the path that leads
-to it (vertex, function, closure variable...). Data read back (lists, maps,
-observable items) arrives as cloudpickles from the member the client chose
-to trust with its token. Waiting (``join``, iterating an observable) is a
-loop of long-polls of at most 30 s each, so no request blocks forever and a
-``timeout`` is honoured. A member's refusal becomes a
-:class:`~jetlet.errors.JetletError` with the member's message; a failed job
-becomes :class:`~jetlet.errors.JobFailedError` carrying the remote traceback,
+``Pipeline`` or a ``DAG``, user functions included — is planned here into
+its DAG (planning errors surface in the user's process, with their
+traceback), and the DAG is pickled with cloudpickle; when that fails the
+client searches the DAG for the first object that cannot be pickled and
+names it, with the path that leads to it (vertex, function, closure
+variable...). Data read back (lists, maps, observable items) arrives as
+cloudpickles from the member the client chose to trust with its token.
+Waiting (``join``, iterating an observable) is a loop of long-polls of at
+most 30 s each, so no request blocks forever and a ``timeout`` is honoured.
+A member's refusal becomes a :class:`~jetlet.errors.JetletError` with the
+member's message; a failed job becomes :class:`~jetlet.errors.JobFailedError` carrying the remote traceback,
 a cancelled one :class:`~jetlet.errors.JobCancelledError`.
 """
 
@@ -211,6 +215,22 @@ def pickle_definition(definition: object) -> bytes:
             cloudpickle.unregister_pickle_by_value(module)
 
 
+def plan(definition: object) -> dag_mod.DAG:
+    """The DAG of a job definition: a DAG itself, or a Pipeline planned with ``to_dag()``.
+
+    Anything else is a ``TypeError`` naming its type.
+    """
+    if isinstance(definition, dag_mod.DAG):
+        return definition
+    to_dag = getattr(definition, "to_dag", None)
+    if not callable(to_dag):
+        raise TypeError(f"a job is a Pipeline or a DAG, got {type(definition).__qualname__}")
+    dag = to_dag()
+    if not isinstance(dag, dag_mod.DAG):
+        raise TypeError(f"{type(definition).__qualname__}.to_dag() returned {type(dag).__qualname__}")
+    return dag
+
+
 def _decode(text: str) -> Any:
     return pickle.loads(base64.b64decode(text))
 
@@ -253,11 +273,57 @@ class Client:
             raise errors.JetletError(f"cannot reach the member at {self.address}: {reason}") from exc
 
     def new_job(self, definition: object, job_config: config.JobConfig | None = None) -> RemoteJob:
-        """Submit a Pipeline or DAG; returns at once with the job handle."""
+        """Submit a Pipeline or DAG; returns at once with the job handle.
+
+        A Pipeline is planned here, in this process, so a planning error is a
+        :class:`~jetlet.errors.JetletError` raised here, chained to the
+        planner's error and its traceback; the cluster receives the DAG.
+        """
+        try:
+            dag = plan(definition)
+        except Exception as exc:
+            raise errors.JetletError(f"the job cannot be planned: {type(exc).__name__}: {exc}") from exc
         body = {
-            "definition": base64.b64encode(pickle_definition(definition)).decode("ascii"),
+            "definition": base64.b64encode(pickle_definition(dag)).decode("ascii"),
             "config": _config_fields(job_config or config.JobConfig()),
         }
+        return RemoteJob(self, self.request("POST", "/jobs", body))
+
+    def submit_entrypoint(
+        self,
+        entrypoint: str,
+        arguments: dict[str, Any] | None = None,
+        job_config: config.JobConfig | None = None,
+    ) -> RemoteJob:
+        """Submit the job that ``package.module:function``, code in the members' image, builds.
+
+        The member calls ``function(**arguments)`` (JSON values) and plans the
+        Pipeline or DAG it returns. A bad reference is refused with a
+        :class:`RequestRefusedError` (status 400) whose ``field`` names what is
+        wrong (``entrypoint``, ``arguments``), and no job is created.
+        """
+        body = {"entrypoint": entrypoint, "arguments": dict(arguments or {})}
+        return self._submit_reference(body, job_config)
+
+    def submit_source(
+        self,
+        source: str,
+        entrypoint: str,
+        arguments: dict[str, Any] | None = None,
+        job_config: config.JobConfig | None = None,
+    ) -> RemoteJob:
+        """Submit the job that the function ``entrypoint`` of the Python ``source`` text builds.
+
+        The member runs the source as a fresh module, calls
+        ``entrypoint(**arguments)`` and plans what it returns; the source's
+        functions travel to the other members by value. Refusals as
+        :meth:`submit_entrypoint` (``field`` may also be ``source``).
+        """
+        body = {"source": source, "entrypoint": entrypoint, "arguments": dict(arguments or {})}
+        return self._submit_reference(body, job_config)
+
+    def _submit_reference(self, body: dict[str, Any], job_config: config.JobConfig | None) -> RemoteJob:
+        body["config"] = _config_fields(job_config or config.JobConfig())
         return RemoteJob(self, self.request("POST", "/jobs", body))
 
     def new_job_if_absent(self, definition: object, job_config: config.JobConfig) -> RemoteJob:
