@@ -398,6 +398,11 @@ def openapi_document() -> dict[str, Any]:
         if path not in PUBLIC_PATHS:
             operation["security"] = [{"bearer": []}]
             operation["responses"]["401"] = {"description": "Missing or wrong bearer token"}
+        if path == "/ready":
+            operation["responses"] = {
+                "200": {"description": "Ready"},
+                "503": {"description": "Not ready; missing names what is missing"},
+            }
         if method == "POST" and path in _BODIES:
             operation["requestBody"] = {"content": {"application/json": {"schema": _BODIES[path]}}}
         paths.setdefault(path, {})[method.lower()] = operation
