@@ -21,6 +21,7 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.snapshot_writer",
     "jetlet.core.snapshot_keys",
     "jetlet._cluster.grid",
+    "jetlet._cluster.member_flags",
     "jetlet.testing",
     "jetlet.core.processors.hash_join",
     "jetlet.core.processors.session",

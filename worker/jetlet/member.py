@@ -60,6 +60,7 @@ from jetlet import _embedded
 from jetlet._cluster import (
     coordinator,
     discovery,
+    member_flags,
     membership,
     partition_table,
     readiness,
@@ -84,10 +85,15 @@ def _now_ms() -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Flags for every setting (``--rest-port``, ``--members a:1,b:2``, ``--queue-size`` ...)."""
-    parser = argparse.ArgumentParser(prog="jetlet member", description="Run a jetlet cluster member.")
-    parser.add_argument("--config", dest="config_file", help="TOML or JSON file of settings")
-    for name in sorted(settings.NAMES):
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, metavar="VALUE")
+    parser = argparse.ArgumentParser(
+        prog="jetlet member",
+        description="Run a jetlet cluster member until SIGTERM or Ctrl-C. Each setting comes from its "
+        "flag, else the environment variable JETLET_<SETTING> (e.g. JETLET_QUEUE_SIZE), else --config.",
+    )
+    parser.add_argument(
+        "--config", dest="config_file", metavar="FILE", help="TOML or JSON file of settings (default: none)"
+    )
+    member_flags.add_setting_flags(parser)
     return parser
 
 
@@ -291,11 +297,22 @@ class Member:
         self.instance.shutdown()
 
 
+_UNREACHABLE: set[str] = set()
+"""Members whose last data connection attempt failed (their retries are logged at DEBUG)."""
+
+
 def _log_connect_failure(peer: str) -> Callable[[concurrent.futures.Future[None]], None]:
     def report(future: concurrent.futures.Future[None]) -> None:
         error = future.exception()
-        if error is not None:
-            _log.warning("cannot connect to member %s: %s", peer, error)
+        if error is None:
+            if peer in _UNREACHABLE:
+                _UNREACHABLE.discard(peer)
+                _log.info("connected to member %s", peer)
+        elif peer not in _UNREACHABLE:  # one line per change of state, not one per retry
+            _UNREACHABLE.add(peer)
+            _log.warning("cannot connect to member %s: %s (retrying quietly)", peer, error)
+        else:
+            _log.debug("cannot connect to member %s: %s", peer, error)
 
     return report
 
@@ -328,17 +345,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = settings.load(args, os.environ)
         token, secret = config.read_token(), config.read_secret()
+        level = member_flags.log_level(config.log_level)
         discovery.for_settings(config, os.environ)  # malformed entries, unresolvable kubernetes settings
     except (settings.SettingsError, ValueError) as exc:
         print(f"jetlet member: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not token or not secret:
-        missing = "a REST token (--token-file or JETLET_TOKEN)" if not token else "a cluster secret"
+        missing = (
+            "a REST token (--token-file or JETLET_TOKEN)"
+            if not token
+            else "a cluster secret (--secret-file or JETLET_SECRET)"
+        )
         print(f"jetlet member: {missing} is required", file=sys.stderr)
         return 2
+    busy = member_flags.busy_port(config)
+    if busy is not None:
+        print(f"jetlet member: {busy}", file=sys.stderr)
+        return 2
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    asyncio.run(_serve(Member(config, token, secret)))
+    try:
+        asyncio.run(_serve(Member(config, token, secret)))
+    except OSError as exc:  # a port taken between the check and the bind, an address not on this host
+        _log.debug("the member could not start", exc_info=True)
+        print(f"jetlet member: cannot start: {exc} (check --host, --rest-port, --data-port)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -107,13 +107,21 @@ class MemberSettings:
     snapshot_directory: str = ""
     """Where complete snapshots are also written; a cluster started with it resumes its jobs."""
     cooperative_thread_count: int = 1
+    """Threads that run cooperative tasklets (one Python thread runs at a time: scale with members)."""
     flow_control_period_millis: int = 100
+    """How often a receiver acknowledges data and resizes its window."""
     backup_count: int = 1
+    """Backups of every partition of the snapshot store (0 to 6)."""
     scale_up_delay_millis: int = 10000
+    """Wait after a member joins before jobs are restarted to use it."""
     partition_count: int = config.DEFAULT_PARTITION_COUNT
+    """Partitions of the key space; the same on every member."""
     queue_size: int = 1024
+    """Capacity, in items, of each queue between two processors."""
     packet_size_limit: int = 16384
+    """Largest network packet, in bytes, that a distributed edge sends."""
     receive_window_multiplier: int = 3
+    """A receive window is this times what was processed in one flow-control period."""
     heartbeat_interval_millis: int = 500
     """How often a member tells every other member it is alive."""
     failure_timeout_millis: int = 5000
@@ -121,6 +129,7 @@ class MemberSettings:
     max_request_bytes: int = 64 * 1024 * 1024
     """Largest REST request body accepted."""
     log_level: str = "INFO"
+    """DEBUG, INFO, WARNING, ERROR or CRITICAL, in any case."""
 
     def __post_init__(self) -> None:
         for spec in dataclasses.fields(self):

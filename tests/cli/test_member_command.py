@@ -1,0 +1,139 @@
+"""``jetlet member`` at a terminal: every flag explained, and each mistake one line naming its flag.
+
+Issue 16 items 6 and 10: ``--help`` listed 27 flags with no description or
+default; a port in use and ``--log-level debug`` gave tracebacks; "a cluster
+secret is required" named no flag; Ctrl-C was a crash to the others.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jetlet._cluster import settings
+from jetlet.testing import wait_until
+
+START_S = 60.0
+
+
+def run_member(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jetlet.cli", "member", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A port on 127.0.0.1 that another socket listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def test_help_describes_every_flag_with_its_default() -> None:
+    done = run_member("--help")
+    assert done.returncode == 0
+    # argparse wraps help lines; join them to one text per flag
+    text = re.sub(r"\s+", " ", done.stdout)
+    for name in settings.NAMES:
+        flag = f"--{name.replace('_', '-')}"
+        described = re.search(re.escape(flag) + r" \S+ (.*?)\(default", text)
+        assert described, f"{flag} has no default in --help"
+        assert len(described.group(1).strip()) > 10, f"{flag} has no description in --help"
+    assert "(default 5701)" in text and "(default 8701)" in text and "(default INFO)" in text
+
+
+def test_a_missing_secret_names_its_flag() -> None:
+    done = run_member("--token", "t")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "jetlet member: a cluster secret (--secret-file or JETLET_SECRET) is required"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--rest-port", "--data-port"])
+def test_a_port_in_use_is_one_line_naming_the_flag(flag: str, listening: int) -> None:
+    other = "--data-port" if flag == "--rest-port" else "--rest-port"
+    done = run_member("--token", "t", "--secret", "s", flag, str(listening), other, "0")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"jetlet member: {flag} {listening}: cannot listen on 127.0.0.1:{listening}")
+
+
+def test_an_unknown_log_level_is_one_line_with_the_choices() -> None:
+    done = run_member("--token", "t", "--secret", "s", "--log-level", "loud")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "jetlet member: --log-level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL (any case), "
+        "got 'loud'"
+    )
+
+
+def test_a_lower_case_log_level_is_accepted_and_ctrl_c_stops_the_member_cleanly(tmp_path: Path) -> None:
+    # given a member started with --log-level debug (lower case)
+    ready = tmp_path / "m.ready"
+    log = tmp_path / "m.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "jetlet.cli", "member", "--token", "t", "--secret", "s"),
+                *("--rest-port", "0", "--data-port", "0", "--log-level", "debug", "--ready-file", str(ready)),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: ready.exists() or process.poll() is not None, "the member is ready", START_S)
+        assert process.poll() is None, log.read_text()
+        assert json.loads(ready.read_text())["rest_address"]
+        # when Ctrl-C reaches it, then it stops with 0 and no traceback
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = log.read_text()
+    assert "DEBUG" in text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+
+
+def test_a_failed_connection_to_a_member_is_logged_once_until_it_changes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import concurrent.futures
+
+    from jetlet import member
+
+    def attempt(error: Exception | None) -> None:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+        member._log_connect_failure("m9")(future)
+
+    caplog.set_level("DEBUG", logger="jetlet.member")
+    for _ in range(20):  # a retry every tick
+        attempt(ConnectionRefusedError("refused"))
+    attempt(None)
+    attempt(ConnectionRefusedError("refused"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert len(warnings) == 2, warnings  # the first failure, and the first after it connected again
+    assert infos == ["connected to member m9"]
+    member._UNREACHABLE.discard("m9")
