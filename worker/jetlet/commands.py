@@ -25,6 +25,7 @@ the flags (and environment variables) to use.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import runpy
@@ -57,7 +58,11 @@ SUBMIT_DESCRIPTION = (
     "build_pipeline() returning a Pipeline (or a DAG). Also accepted, in this order: a function "
     "build_dag() or pipeline(), or a module variable pipeline, p or dag holding a Pipeline or DAG. "
     "Prints the job id and name. Exit 1 if the file raises (its traceback is on stderr) or, with "
-    "--wait, if the job fails; 2 if the file builds no job."
+    "--wait, if the job fails; 2 if the file builds no job. "
+    "By reference instead of FILE.py: --entrypoint package.module:function (code in the members' image) "
+    "or --source FILE --entrypoint function (FILE's text is sent and run by the cluster), called with "
+    "the --arg KEY=VALUE arguments (VALUE is parsed as JSON when it parses, else taken as a string); "
+    "exit 2 if the cluster refuses the reference (its message names the problem)."
 )
 
 
@@ -159,7 +164,24 @@ def add_commands(commands: Any) -> None:
         help=f"time between snapshots (default {JobConfig.snapshot_interval_millis})",
     )
     submit.add_argument("--wait", action="store_true", help="wait for the job to end; exit 1 if it fails")
-    submit.add_argument("file", metavar="FILE.py", help="the Python file that builds the pipeline")
+    submit.add_argument(
+        "--entrypoint",
+        metavar="MODULE:FUNCTION",
+        help="submit by reference: package.module:function in the members' image (with --source: a "
+        "function of that file) that returns a Pipeline or a DAG; no FILE.py",
+    )
+    submit.add_argument(
+        "--source", metavar="FILE", help="with --entrypoint FUNCTION: Python source the cluster runs"
+    )
+    submit.add_argument(
+        "--arg",
+        dest="arguments",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword argument of the entrypoint (VALUE as JSON when it parses, else a string); repeatable",
+    )
+    submit.add_argument("file", metavar="FILE.py", nargs="?", help="the Python file that builds the pipeline")
     submit.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the file")
     submit.set_defaults(handler=run_submit)
 
@@ -354,9 +376,40 @@ def _load_definition(path: str, args: Sequence[str]) -> Pipeline | DAG:
     return built
 
 
+def _reference(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``jetlet submit --entrypoint/--source/--arg`` as a request body (None when a FILE.py is given)."""
+    if args.entrypoint is None:
+        if args.source is not None or args.arguments:
+            raise CommandError("--source and --arg go with --entrypoint", USAGE)
+        if args.file is None:
+            raise CommandError("give FILE.py, or --entrypoint package.module:function", USAGE)
+        return None
+    if args.file is not None:
+        raise CommandError(f"give FILE.py or --entrypoint, not both (got {args.file})", USAGE)
+    arguments: dict[str, Any] = {}
+    for pair in args.arguments:
+        key, equals, text = pair.partition("=")
+        if not equals or not key:
+            raise CommandError(f"--arg must be KEY=VALUE, got {pair!r}", USAGE)
+        if key in arguments:
+            raise CommandError(f"--arg {key} is given twice", USAGE)
+        try:
+            arguments[key] = json.loads(text)
+        except ValueError:
+            arguments[key] = text
+    body: dict[str, Any] = {"entrypoint": args.entrypoint, "arguments": arguments}
+    if args.source is not None:
+        try:
+            body["source"] = pathlib.Path(args.source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"--source: {exc}", USAGE) from exc
+    return body
+
+
 def run_submit(args: argparse.Namespace) -> int:
+    reference = _reference(args)
     client = connect(args)
-    definition = _load_definition(args.file, args.args)
+    definition = _load_definition(args.file, args.args) if reference is None else None
     try:
         job_config = JobConfig(
             name=args.name,
@@ -367,9 +420,17 @@ def run_submit(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc), USAGE) from exc
     try:
-        submitted = client.new_job(definition, job_config)
+        if reference is None:
+            submitted = client.new_job(definition, job_config)
+        elif "source" in reference:
+            submitted = client.submit_source(
+                reference["source"], reference["entrypoint"], reference["arguments"], job_config
+            )
+        else:
+            submitted = client.submit_entrypoint(reference["entrypoint"], reference["arguments"], job_config)
     except client_mod.RequestRefusedError as exc:
-        raise CommandError(f"the cluster refused the job: {exc}", FAILED) from exc
+        bad_reference = exc.status == 400 and exc.field in ("entrypoint", "source", "arguments")
+        raise CommandError(f"the cluster refused the job: {exc}", USAGE if bad_reference else FAILED) from exc
     except errors.JetletError as exc:
         raise CommandError(f"the job was not submitted: {exc}", FAILED) from exc
     print(f"submitted job {submitted.name} (id {job.id_to_string(submitted.id)})", flush=True)
