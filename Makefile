@@ -22,7 +22,7 @@ $(VENV)/.stamp-bench: pyproject.toml
 $(VENV)/.stamp-test: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/python -m pip install -q -e '.[test,spark]'
 	touch $@
 
 run: $(VENV)/.stamp-run
