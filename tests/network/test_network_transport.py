@@ -214,8 +214,8 @@ def test_given_a_peer_that_never_finishes_the_handshake_then_it_is_timed_out_and
     assert b.transport.refused_handshakes == 1
 
 
-def _authenticate_raw(sock: socket.socket, name: str, peer: str) -> None:
-    """Complete a real handshake over a raw socket, as member ``name``."""
+def _authenticate_raw(sock: socket.socket, name: str, peer: str) -> frames.FrameSealer:
+    """Complete a real handshake over a raw socket, as member ``name``; return the sealer of its frames."""
     shake = handshake.Handshake(handshake.Role.INITIATOR, name, SECRET.encode(), expected_peer=peer)
     decoder = frames.FrameDecoder()
     outgoing = shake.start()
@@ -224,6 +224,7 @@ def _authenticate_raw(sock: socket.socket, name: str, peer: str) -> None:
         outgoing = []
         for frame in decoder.feed(sock.recv(65536)):
             outgoing += shake.receive(frame.msg_type, frame.payload)
+    return frames.FrameSealer(shake.frame_keys()[0])
 
 
 def test_given_a_trusted_peer_that_closes_mid_frame_then_the_loss_is_reported(
@@ -231,10 +232,10 @@ def test_given_a_trusted_peer_that_closes_mid_frame_then_the_loss_is_reported(
 ) -> None:
     b = members("b")
     with _raw_connect(b.address) as sock:
-        _authenticate_raw(sock, "raw", "b")
+        sealer = _authenticate_raw(sock, "raw", "b")
         wait_until(lambda: b.transport.peers() == ["raw"], "the raw peer is trusted")
         whole = frames.encode_frame(MessageType.DATA, serialization.dumps("complete"))
-        sock.sendall(whole + frames.encode_frame(MessageType.DATA, b"0123456789")[:9])
+        sock.sendall(whole + sealer.seal(whole) + frames.encode_frame(MessageType.DATA, b"0123456789")[:9])
     assert b.lost_event.wait(DEADLINE_S)
     assert b.lost == ["raw"] and b.payloads_from("raw") == ["complete"]
     assert b.transport.peers() == []

@@ -20,11 +20,38 @@ bytes are there, so a wrong version, an unknown type or a length above
 payload is buffered; after an error the decoder refuses further input. When the
 peer closes, :meth:`FrameDecoder.at_eof` tells whether it stopped in the middle
 of a frame.
+
+Authenticated frames. After the handshake, on a connection without TLS, every
+frame carries a 16-byte tag after its payload (``length`` still counts the
+payload only)::
+
+    tag = HMAC-SHA256(key, sequence (8 bytes, BE) | header | payload)[:16]
+
+``key`` is the sending direction's key, derived from the handshake (see
+:meth:`jetlet._network.handshake.Handshake.frame_keys`), so it is fresh for
+every connection and differs per direction; ``sequence`` counts the frames
+sent in that direction since the handshake, from 0, and is never sent: both
+ends count. A frame injected, replayed, dropped, reordered, truncated or
+altered by anyone without the key fails its tag (a dropped or reordered frame
+shifts the sequence of the frames after it). :class:`FrameSealer` computes the
+tags of the outgoing frames; :meth:`FrameDecoder.authenticate` makes the
+decoder expect and check them, raising :class:`AuthenticationError` before
+the payload leaves the decoder, so a frame that fails is never seen by
+anything that deserializes. Under TLS the channel already authenticates
+every byte and no tags are sent.
+
+The decoder hands out one frame at a time (:meth:`FrameDecoder.next_frame`)
+so that its owner can switch it to authenticated frames right after the last
+handshake frame, even when the peer's first authenticated frames arrived in
+the same read; :meth:`FrameDecoder.feed` is the convenience that takes bytes
+and returns every frame they complete.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
+import hmac
 import struct
 from typing import NamedTuple
 
@@ -37,9 +64,18 @@ DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 _HEADER = struct.Struct(">IBB")
 HEADER_SIZE = _HEADER.size
 
+TAG_SIZE = 16
+"""Bytes of the authentication tag that follows each frame's payload after the handshake (without TLS)."""
+
+_SEQUENCE = struct.Struct(">Q")
+
 
 class ProtocolError(Exception):
     """The peer broke the wire protocol; the connection cannot continue."""
+
+
+class AuthenticationError(ProtocolError):
+    """A frame failed its authentication tag: injected, replayed, reordered or altered on the way."""
 
 
 class MessageType(enum.IntEnum):
@@ -84,6 +120,30 @@ def encode_frame(msg_type: MessageType, payload: bytes = b"") -> bytes:
     return _HEADER.pack(len(payload), PROTOCOL_VERSION, msg_type) + payload
 
 
+class FrameSealer:
+    """Computes the tag of each outgoing frame of one direction of one connection (see the module doc).
+
+    >>> sealer = FrameSealer(bytes(32))
+    >>> len(sealer.seal(encode_frame(MessageType.HEARTBEAT, b"hi")))
+    16
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:
+            raise ValueError("a frame key must be at least 16 bytes")
+        self._mac = hmac.new(key, digestmod=hashlib.sha256)
+        self.sequence = 0
+        """Frames sealed so far (the sequence number of the next one)."""
+
+    def seal(self, frame: bytes) -> bytes:
+        """The tag of ``frame`` (its header and payload, as :func:`encode_frame` wrote them)."""
+        mac = self._mac.copy()
+        mac.update(_SEQUENCE.pack(self.sequence))
+        mac.update(frame)
+        self.sequence += 1
+        return mac.digest()[:TAG_SIZE]
+
+
 class FrameDecoder:
     """Incremental decoder of a frame stream (see the module docstring)."""
 
@@ -91,51 +151,99 @@ class FrameDecoder:
         self.max_frame_size = max_frame_size
         """Largest payload accepted; may be raised once the peer is trusted."""
         self._buffer = bytearray()
+        self._offset = 0
         self._failed: ProtocolError | None = None
         self._closed = False
+        self._mac: hmac.HMAC | None = None
+        self._sequence = 0
 
     @property
     def buffered(self) -> int:
         """Bytes received that do not form a complete frame yet."""
-        return len(self._buffer)
+        return len(self._buffer) - self._offset
+
+    @property
+    def tag_size(self) -> int:
+        """Bytes of tag after each payload: :data:`TAG_SIZE` once authenticating, else 0."""
+        return TAG_SIZE if self._mac is not None else 0
+
+    @property
+    def authenticated_frames(self) -> int:
+        """Frames that passed their tag since :meth:`authenticate`."""
+        return self._sequence
+
+    def authenticate(self, key: bytes) -> None:
+        """From the next frame on, expect a tag after each payload and check it with ``key``."""
+        if len(key) < 16:
+            raise ValueError("a frame key must be at least 16 bytes")
+        self._mac = hmac.new(key, digestmod=hashlib.sha256)
+        self._sequence = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Take the next bytes of the stream; return the frames they complete, in order.
 
-        Raises :class:`ProtocolError` on a bad header (and for every call after that).
+        Raises :class:`ProtocolError` on a bad header or a failed tag (and for every call after that).
         """
+        self.receive(data)
+        received: list[Frame] = []
+        while (frame := self.next_frame()) is not None:
+            received.append(frame)
+        return received
+
+    def receive(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer the next bytes of the stream; :meth:`next_frame` takes the frames out."""
         if self._failed is not None:
             raise ProtocolError(f"the stream is broken: {self._failed}")
         if self._closed:
             raise ProtocolError("data after the end of the stream")
+        if self._offset:
+            del self._buffer[: self._offset]
+            self._offset = 0
         self._buffer += data
+
+    def next_frame(self) -> Frame | None:
+        """The next complete frame, or None until more bytes arrive. Raises :class:`ProtocolError`."""
+        if self._failed is not None:
+            raise ProtocolError(f"the stream is broken: {self._failed}")
         try:
-            return self._take_frames()
+            return self._take_frame()
         except ProtocolError as exc:
             self._failed = exc
             self._buffer.clear()
+            self._offset = 0
             raise
 
     def at_eof(self) -> bool:
         """Note that the peer closed the stream; True when it closed in the middle of a frame."""
         self._closed = True
-        return bool(self._buffer)
+        return self.buffered > 0
 
-    def _take_frames(self) -> list[Frame]:
-        frames: list[Frame] = []
+    def _take_frame(self) -> Frame | None:
         buffer = self._buffer
-        offset = 0
-        end = len(buffer)
-        while end - offset >= HEADER_SIZE:
-            length, version, msg_type = _HEADER.unpack_from(buffer, offset)
-            self._check_header(length, version, msg_type)
-            frame_end = offset + HEADER_SIZE + length
-            if frame_end > end:
-                break
-            frames.append(Frame(MessageType(msg_type), bytes(buffer[offset + HEADER_SIZE : frame_end])))
-            offset = frame_end
-        del buffer[:offset]
-        return frames
+        offset = self._offset
+        if len(buffer) - offset < HEADER_SIZE:
+            return None
+        length, version, msg_type = _HEADER.unpack_from(buffer, offset)
+        self._check_header(length, version, msg_type)
+        payload_end = offset + HEADER_SIZE + length
+        frame_end = payload_end + self.tag_size
+        if frame_end > len(buffer):
+            return None
+        payload = bytes(buffer[offset + HEADER_SIZE : payload_end])
+        if self._mac is not None:
+            mac = self._mac.copy()
+            mac.update(_SEQUENCE.pack(self._sequence))
+            mac.update(buffer[offset : offset + HEADER_SIZE])
+            mac.update(payload)
+            if not hmac.compare_digest(mac.digest()[:TAG_SIZE], bytes(buffer[payload_end:frame_end])):
+                name = MessageType(msg_type).name
+                raise AuthenticationError(
+                    f"frame {self._sequence} after the handshake ({name}, {length} bytes) "
+                    "failed authentication: injected, replayed, reordered or altered"
+                )
+            self._sequence += 1
+        self._offset = frame_end
+        return Frame(MessageType(msg_type), payload)
 
     def _check_header(self, length: int, version: int, msg_type: int) -> None:
         if version != PROTOCOL_VERSION:

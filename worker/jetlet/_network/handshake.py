@@ -19,6 +19,19 @@ after the initiator has, so an outsider cannot use a member as an oracle.
 An acceptor may share a :class:`NonceRegistry` between its handshakes: an
 initiator nonce seen before is refused outright.
 
+Frame keys. Once done, :meth:`Handshake.frame_keys` gives the two keys that
+authenticate every later frame of this connection (see
+:mod:`jetlet._network.frames`), one per direction, derived HKDF-style
+(RFC 5869 with HMAC-SHA256): ``PRK = HMAC(Ni | Na, secret)``, then
+``key(direction) = HMAC(PRK, msgpack([label, direction, initiator,
+acceptor]) | 0x01)``. Both nonces are fresh, so the keys are new for every
+connection; without the secret nobody can compute them, so a relay that
+forwards the handshake byte for byte still cannot add, drop or change a frame.
+
+Member names must be printable (no control characters), and a peer's refusal
+reason is escaped before it reaches an error message: nothing a peer sends can
+forge a line in the log.
+
 The state machine is one table, ``(role, state, message type) -> step``;
 any message not in the table for the current state (out of order, or a
 non-handshake frame before the peer is trusted) fails the handshake. Every
@@ -54,6 +67,7 @@ MAX_HANDSHAKE_PAYLOAD = 1024
 """Largest handshake payload, in bytes; the transport uses it as the frame limit before trust."""
 
 _PROOF_LABEL = "jetlet-handshake-v1"
+_KEY_LABEL = "jetlet-frame-keys-v1"
 
 Outgoing = list[tuple[MessageType, bytes]]
 """Messages to send, in order."""
@@ -127,6 +141,19 @@ def _check_nonce(msg_type: MessageType, nonce: bytes) -> None:
 def _check_name(msg_type: MessageType, name: str) -> None:
     if not name or len(name) > 255:
         raise HandshakeError(f"malformed {msg_type.name}: the member name must be 1 to 255 characters")
+    if not name.isprintable():
+        raise HandshakeError(
+            f"malformed {msg_type.name}: the member name {printable(name)} has control characters"
+        )
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters, every non-printable character escaped (for logs).
+
+    >>> print(printable("ok\\nFORGED line"))
+    ok\\nFORGED line
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
 
 
 _HELLO_FIELDS: dict[str, type] = {"member": str, "nonce": bytes}
@@ -203,9 +230,29 @@ class Handshake:
         if self.state is State.FAILED:
             return f"the handshake already failed ({self.failure}); {msg_type.name} ignored"
         if msg_type is MessageType.AUTH_REFUSED:
-            reason = payload[:200].decode("utf-8", "replace")
+            reason = printable(payload[:200].decode("utf-8", "replace"))
             return f"the peer refused the handshake: {reason}"
         return f"unexpected {msg_type.name} in handshake state {self.state.value!r} ({self.role.value})"
+
+    def frame_keys(self) -> tuple[bytes, bytes]:
+        """``(send key, receive key)``: they authenticate this connection's frames after the handshake."""
+        self._expect(State.DONE, "derive frame keys")
+        ni: bytes
+        na: bytes
+        initiator: str | None
+        acceptor: str | None
+        if self.role is Role.INITIATOR:
+            ni, na, initiator, acceptor = self._nonce, self._peer_nonce, self.member_name, self.peer_name
+        else:
+            ni, na, initiator, acceptor = self._peer_nonce, self._nonce, self.peer_name, self.member_name
+        prk = hmac.new(ni + na, self._secret, hashlib.sha256).digest()
+
+        def key(direction: str) -> bytes:
+            info = msgpack.packb([_KEY_LABEL, direction, initiator, acceptor]) + b"\x01"
+            return hmac.new(prk, info, hashlib.sha256).digest()
+
+        outbound, inbound = key("initiator->acceptor"), key("acceptor->initiator")
+        return (outbound, inbound) if self.role is Role.INITIATOR else (inbound, outbound)
 
     def _expect(self, state: State, action: str) -> None:
         if self.state is not state:

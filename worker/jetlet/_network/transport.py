@@ -15,6 +15,22 @@ disconnected. Once trusted, every frame goes to ``on_message(peer, type,
 payload)`` on the loop thread; the payload stays bytes (the caller decodes it,
 with pickles allowed since the peer is trusted).
 
+Every frame after the handshake is authenticated. With ``server_ssl`` and
+``client_ssl`` (the member's TLS settings) every connection is TLS, and the
+data port speaks nothing else: a plain-TCP peer fails the TLS handshake before
+a single frame is read. Without TLS each direction of each connection seals
+its frames with a key derived from that connection's handshake and a
+sequence number (:class:`~jetlet._network.frames.FrameSealer`; the keys come
+from :meth:`~jetlet._network.handshake.Handshake.frame_keys`), and the
+decoder checks every tag before it hands the frame on. The switch happens
+exactly after the last handshake frame of each direction: the decoder is read
+one frame at a time so that frames behind ``AUTH``/``AUTH_OK`` in the same read
+are already checked. A frame that fails its tag (a relay appending, replaying
+or changing frames) closes the connection before anything is deserialized;
+it is counted (:attr:`Transport.rejected_frames`) and logged (one line,
+then at most one per :data:`LOG_INTERVAL_S` for the same kind of event with
+the count of the ones not logged). Refused handshakes are logged the same way.
+
 Sending. :meth:`Transport.send` may be called from any thread and never
 blocks: it encodes the frame in the caller's thread, appends it to the peer's
 queue and, unless a flush is already scheduled, schedules one on the loop
@@ -50,6 +66,7 @@ import dataclasses
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -69,6 +86,9 @@ OnPeerLost = Callable[[str], None]
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 """A peer must complete the handshake within this many seconds."""
 
+LOG_INTERVAL_S = 10.0
+"""At most one log line per this many seconds per kind of refused peer (bad handshakes, bad frames)."""
+
 _CLOSE_TIMEOUT_S = 5.0
 _DUPLICATE = "duplicate connection"
 _HANDSHAKE_TYPES = frozenset(
@@ -80,6 +100,31 @@ _HANDSHAKE_TYPES = frozenset(
         MessageType.AUTH_REFUSED,
     }
 )
+
+
+class _LogLimiter:
+    """One log line per kind of event, then at most one every ``interval_s`` with the count left out."""
+
+    def __init__(
+        self, interval_s: float = LOG_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._interval_s = interval_s
+        self._clock = clock
+        self._next: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def admit(self, kind: str) -> int | None:
+        """None when this event is not to be logged; else how many of its kind were not logged before it."""
+        now = self._clock()
+        if now < self._next.get(kind, 0.0):
+            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+            return None
+        self._next[kind] = now + self._interval_s
+        return self._suppressed.pop(kind, 0)
+
+
+def _suppressed_note(count: int) -> str:
+    return f" ({count} more like it since the last such line)" if count else ""
 
 
 class PeerUnavailableError(ConnectionError):
@@ -125,6 +170,9 @@ class _Connection(asyncio.Protocol):
             nonces=owner._nonces if role is Role.ACCEPTOR else None,
         )
         self.decoder = frames.FrameDecoder(handshake.MAX_HANDSHAKE_PAYLOAD)
+        self.sealer: frames.FrameSealer | None = None
+        """Tags outgoing frames once trusted; stays None under TLS (the channel authenticates)."""
+        self.tls = False
         self.transport: asyncio.Transport | None = None
         self.peer: _Peer | None = None
         self.remote = "?"
@@ -143,24 +191,27 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
         peername = transport.get_extra_info("peername")
         self.remote = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.tls = transport.get_extra_info("ssl_object") is not None
         self.owner._connections.add(self)
         loop = self.owner._require_loop()
         self._timer = loop.call_later(self.owner.handshake_timeout_s, self._on_handshake_timeout)
         self._write_all(self.handshake.start())
 
     def data_received(self, data: bytes) -> None:
+        decoder = self.decoder
         try:
-            received = self.decoder.feed(data)
+            decoder.receive(data)
+            # One frame at a time: the handshake's last frame switches the decoder to checking tags.
+            while not self.is_closing:
+                frame = decoder.next_frame()
+                if frame is None:
+                    return
+                if self.handshake.is_done:
+                    self.owner._deliver(self, frame)
+                else:
+                    self._handshake_step(frame)
         except frames.ProtocolError as exc:
             self._on_protocol_error(exc)
-            return
-        for frame in received:
-            if self.is_closing:
-                return
-            if self.handshake.is_done:
-                self.owner._deliver(self, frame)
-            else:
-                self._handshake_step(frame)
 
     def eof_received(self) -> bool | None:
         if self.decoder.at_eof():
@@ -221,6 +272,10 @@ class _Connection(asyncio.Protocol):
         if self.handshake.is_done:
             if self._timer is not None:
                 self._timer.cancel()
+            if not self.tls:
+                send_key, receive_key = self.handshake.frame_keys()
+                self.sealer = frames.FrameSealer(send_key)
+                self.decoder.authenticate(receive_key)
             self.decoder.max_frame_size = self.owner.max_frame_size
             self.owner._on_authenticated(self)
             self.authenticated.set_result(None)
@@ -254,10 +309,10 @@ class _Connection(asyncio.Protocol):
             self._refuse(exc)
 
     def _on_protocol_error(self, exc: frames.ProtocolError) -> None:
+        if self.is_closing:
+            return
         if self.handshake.is_done:
-            _log.error(
-                "member %s: closing the connection to %s: %s", self.owner.member_name, self.describe(), exc
-            )
+            self.owner._count_protocol_error(self, exc)
             self.close()
         else:
             self._refuse(self.handshake.refused(f"protocol error during the handshake: {exc}"))
@@ -308,6 +363,8 @@ class Transport:
         self._dialing: dict[str, asyncio.Task[None]] = {}
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._refused_handshakes = 0
+        self._rejected_frames = 0
+        self._log_limiter = _LogLimiter()
 
     # ------------------------------------------------------------------ public API, any thread
 
@@ -320,6 +377,11 @@ class Transport:
     def refused_handshakes(self) -> int:
         """Connections refused because the peer failed the handshake (wrong secret, bad messages, timeout)."""
         return self._refused_handshakes
+
+    @property
+    def rejected_frames(self) -> int:
+        """Trusted connections closed because a frame failed its authentication tag."""
+        return self._rejected_frames
 
     @property
     def open_connections(self) -> int:
@@ -552,9 +614,29 @@ class Transport:
 
     def _count_refusal(self, connection: _Connection, reason: str) -> None:
         self._refused_handshakes += 1
-        _log.warning(
-            "member %s refused the connection with %s: %s", self.member_name, connection.describe(), reason
-        )
+        suppressed = self._log_limiter.admit("refused handshake")
+        if suppressed is not None:
+            _log.warning(
+                "member %s refused the connection with %s: %s%s",
+                self.member_name,
+                connection.describe(),
+                reason,
+                _suppressed_note(suppressed),
+            )
+
+    def _count_protocol_error(self, connection: _Connection, exc: frames.ProtocolError) -> None:
+        rejected = isinstance(exc, frames.AuthenticationError)
+        if rejected:
+            self._rejected_frames += 1
+        suppressed = self._log_limiter.admit("rejected frame" if rejected else "protocol error")
+        if suppressed is not None:
+            _log.error(
+                "member %s: closing the connection to %s: %s%s",
+                self.member_name,
+                connection.describe(),
+                exc,
+                _suppressed_note(suppressed),
+            )
 
     def _deliver(self, connection: _Connection, frame: frames.Frame) -> None:
         peer = connection.peer
@@ -566,7 +648,7 @@ class Transport:
             )
             return
         peer.counters.frames_in += 1
-        peer.counters.bytes_in += frames.HEADER_SIZE + len(frame.payload)
+        peer.counters.bytes_in += frames.HEADER_SIZE + len(frame.payload) + connection.decoder.tag_size
         try:
             self._on_message(peer.name, frame.msg_type, frame.payload)
         except Exception:
@@ -584,7 +666,12 @@ class Transport:
             return
         outbox = peer.outbox
         batch = [outbox.popleft() for _ in range(len(outbox))]
-        data = b"".join(batch)
+        sealer = connection.sealer
+        if sealer is None:
+            data = b"".join(batch)
+        else:
+            seal = sealer.seal
+            data = b"".join([part for frame in batch for part in (frame, seal(frame))])
         connection.write(data)
         peer.counters.frames_out += len(batch)
         peer.counters.bytes_out += len(data)
