@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from jetlet._cluster import discovery
+from jetlet._cluster import discovery, kube_discovery, settings
 
 
 def test_static_entries_are_kept_in_order_without_duplicates() -> None:
@@ -38,3 +40,25 @@ def test_the_real_resolver_resolves_localhost_and_tolerates_unknown_names() -> N
 def test_a_malformed_dns_entry_is_refused_naming_it(entry: str) -> None:
     with pytest.raises(ValueError, match="must look like dns:NAME:PORT"):
         discovery.discover([entry])
+
+
+def test_dns_discovery_looks_again_every_interval_and_never_has_a_problem() -> None:
+    # given the settings' default discovery, with a name that does not resolve
+    config = settings.MemberSettings(members=("127.0.0.1:5702", "dns:no-such-host.invalid:5702"))
+    found = discovery.for_settings(config, {})
+    # then the static entry stays, the name yields nothing, and nothing is reported as a problem
+    assert found.seeds() == ("127.0.0.1:5702",)
+    assert (found.problem, found.next_delay_s()) == ("", kube_discovery.INTERVAL_S)
+
+
+def test_kubernetes_discovery_is_chosen_by_the_setting_and_validated_at_start() -> None:
+    config = settings.MemberSettings(
+        discovery="kubernetes",
+        kubernetes_label_selector="app=jet",
+        kubernetes_namespace="jet",
+        kubernetes_api_server="http://127.0.0.1:1",
+    )
+    found = discovery.for_settings(config, {})
+    assert found.pods is not None and found.pods.where.namespace == "jet"
+    with pytest.raises(ValueError, match="must look like dns:NAME:PORT"):
+        discovery.for_settings(dataclasses.replace(config, members=("dns:x",)), {})
