@@ -11,7 +11,14 @@ through a pair of tasklets:
 * one :class:`SenderTasklet` per (edge, remote member) drains those queues
   into :class:`Packet` objects of at most ``packet_size_limit`` items and
   hands them to ``send(member, message)`` (the member's network layer
-  serializes them onto the one TCP connection between the two members);
+  puts them onto the one TCP connection between the two members). A
+  packet is serialized by the sender tasklet itself (:func:`bounded_packets`)
+  so that it is bounded in bytes as well: one whose payload would exceed
+  ``max_frame_bytes`` (the receiver's frame limit) is split, by chunks and
+  then within a chunk's items, until every part fits; an item that alone
+  exceeds the limit fails the job with :class:`FrameTooLargeError`, naming
+  its size and the limit, instead of a frame that the receiver would refuse
+  by dropping the whole connection;
 * one :class:`ReceiverTasklet` per (edge, source member) takes the packets
   that the network thread :meth:`RemoteLinks.deliver`\\ s and puts each chunk
   into the inbound queue of the pair (remote producer ``p``, local consumer
@@ -38,7 +45,7 @@ from typing import Any
 
 from jetlet._execution import queues, snapshots
 from jetlet._execution.progress import ProgressState, Tasklet, call_times
-from jetlet._network import flow_control, serialization
+from jetlet._network import flow_control, frames, serialization
 from jetlet._network.frames import MessageType
 from jetlet.core import watermark as wm
 
@@ -46,6 +53,10 @@ DATA = 0
 WATERMARK = 1
 DONE = 2
 BARRIER = 3
+
+
+class FrameTooLargeError(ValueError):
+    """One item of a distributed edge serializes to more bytes than a frame may carry."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,6 +67,8 @@ class Packet:
     edge_id: int
     source_member: int
     chunks: list[tuple[int, int, int, Any]]
+    encoded: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The frame payload, when the sender already serialized the packet (see :func:`bounded_packets`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,6 +91,8 @@ class FlowSettings:
     receive_window_multiplier: int = flow_control.DEFAULT_MULTIPLIER
     packet_size_limit: int = 4096
     initial_window: int = 16_384
+    max_frame_bytes: int = frames.DEFAULT_MAX_FRAME_SIZE
+    """Largest packet payload in bytes: the receiving transport's frame limit."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -103,6 +118,7 @@ class SenderTasklet(Tasklet):
         self._dest = dest_member
         self._send = send
         self._packet_limit = settings.packet_size_limit
+        self._max_frame_bytes = settings.max_frame_bytes
         self.queues: list[tuple[int, int, queues.SpscQueue]] = []
         self._finished: set[int] = set()
         self.window = flow_control.SendWindow(settings.initial_window)
@@ -160,9 +176,13 @@ class SenderTasklet(Tasklet):
                 else:
                     raise TypeError(f"{self.name}: cannot send control item {element!r}")
         if chunks:
-            self._send(self._dest, Packet(self._job_id, self._edge_id, self._member, chunks))
+            packets = bounded_packets(
+                self._job_id, self._edge_id, self._member, chunks, self._max_frame_bytes
+            )
+            for packet in packets:
+                self._send(self._dest, packet)
             self.window.sent(taken)
-            self.sent_packets += 1
+            self.sent_packets += len(packets)
             in_flight = self.sent_items - self.receiver_processed
             if in_flight > self.max_in_flight:
                 self.max_in_flight = in_flight
@@ -352,11 +372,48 @@ class RemoteLinks:
         return out
 
 
+def _encode_packet(job_id: int, edge_id: int, source: int, chunks: list[tuple[int, int, int, Any]]) -> bytes:
+    return serialization.dumps([job_id, edge_id, source, chunks])
+
+
+def bounded_packets(
+    job_id: int, edge_id: int, source: int, chunks: list[tuple[int, int, int, Any]], max_bytes: int
+) -> list[Packet]:
+    """``chunks`` as serialized packets, in order, each payload at most ``max_bytes``.
+
+    A packet that does not fit is halved: its chunks first, then the items of
+    a single data chunk; a single item that does not fit raises
+    :class:`FrameTooLargeError` naming its size and the limit.
+
+    >>> [len(p.chunks[0][3]) for p in bounded_packets(1, 0, 0, [(0, 0, 0, [b"x" * 100] * 4)], 300)]
+    [2, 2]
+    """
+    encoded = _encode_packet(job_id, edge_id, source, chunks)
+    if len(encoded) <= max_bytes:
+        return [Packet(job_id, edge_id, source, chunks, encoded)]
+    if len(chunks) > 1:
+        halves = [chunks[: len(chunks) // 2], chunks[len(chunks) // 2 :]]
+    else:
+        producer, consumer, kind, items = chunks[0]
+        if kind != DATA or len(items) < 2:
+            item = items[0] if kind == DATA else items
+            size = len(serialization.dumps(item))
+            raise FrameTooLargeError(
+                f"an item of edge {edge_id} serializes to {size:,} bytes, more than a network frame may "
+                f"carry ({max_bytes:,} bytes): make the items smaller (or send references to them)"
+            )
+        middle = len(items) // 2
+        halves = [[(producer, consumer, kind, items[:middle])], [(producer, consumer, kind, items[middle:])]]
+    return [packet for half in halves for packet in bounded_packets(job_id, edge_id, source, half, max_bytes)]
+
+
 def encode_message(message: object) -> tuple[MessageType, bytes]:
     """A Packet or an Ack as a frame type and payload."""
     if isinstance(message, Packet):
-        return MessageType.DATA, serialization.dumps(
-            [message.job_id, message.edge_id, message.source_member, message.chunks]
+        if message.encoded is not None:
+            return MessageType.DATA, message.encoded
+        return MessageType.DATA, _encode_packet(
+            message.job_id, message.edge_id, message.source_member, message.chunks
         )
     if isinstance(message, Ack):
         return MessageType.FLOW_ACK, serialization.dumps(
