@@ -6,7 +6,9 @@ edge priority); the large stream of orders is the *probe side* and stays
 local. Orders of unknown customers keep ``None`` (an outer join, Jet's
 ``hashJoin``).
 
-Run it with ``python examples/enrichment_join.py``.
+Run it with ``python examples/enrichment_join.py``, or submit it to a
+cluster with ``jetlet submit examples/enrichment_join.py`` and read the
+result with ``jetlet get-map revenue``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ def orders(count: int = 50_000) -> list[tuple[int, int, int, int]]:
     ]
 
 
-def build_pipeline(order_list: list[tuple[int, int, int, int]]) -> Pipeline:
+def build_pipeline(order_list: list[tuple[int, int, int, int]] | None = None) -> Pipeline:
+    """Revenue per customer of ``order_list`` (default: :func:`orders`)."""
+    if order_list is None:
+        order_list = orders()
     p = Pipeline()
     customers = p.read_from(Sources.from_iterable(CUSTOMERS, name="customers"))
     products = p.read_from(Sources.from_iterable(PRODUCTS, name="products"))

@@ -7,7 +7,9 @@ picked with ``top_n``. The bid stream here is synthetic and finite (one
 minute of event time, produced as fast as the job takes it) so the example
 ends by itself; a real source would be infinite.
 
-Run it with ``python examples/hot_items.py``.
+Run it with ``python examples/hot_items.py``, or submit it to a cluster with
+``jetlet submit examples/hot_items.py`` and read the windows with
+``jetlet get-list hot-items``.
 """
 
 from __future__ import annotations

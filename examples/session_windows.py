@@ -5,7 +5,9 @@ one session; the result of each session is its click count and the pages
 visited, with the session's start and end. A late click (beyond the allowed
 lag) is dropped and counted in the job's metrics.
 
-Run it with ``python examples/session_windows.py``.
+Run it with ``python examples/session_windows.py``, or submit it to a cluster
+with ``jetlet submit examples/session_windows.py`` and read the sessions with
+``jetlet get-list sessions``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ words of every ``*.txt`` file in ``DIRECTORY`` (by default, a temporary folder
 holding the bundled public-domain text split into four files), prints the
 twenty most frequent words, and checks the counts against
 ``collections.Counter``.
+
+Or submit it to a cluster with ``jetlet submit examples/word_count.py
+[DIRECTORY]`` and read the counts with ``jetlet get-map counts``. The
+members read the files, so ``DIRECTORY`` must be readable by every member
+(the default folder is, on a local cluster).
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ def tokenize(line: str) -> list[str]:
     return WORD.findall(line.lower())
 
 
-def build_pipeline(directory: Path) -> Pipeline:
+def build_pipeline(directory: Path | None = None) -> Pipeline:
+    """Count the words of ``directory`` (default: the first argument, else the sample folder)."""
+    if directory is None:
+        directory = Path(sys.argv[1]) if sys.argv[1:] else sample_directory()
     p = Pipeline()
     (
         p.read_from(Sources.files(directory, "*.txt"))

@@ -135,15 +135,15 @@ def test_a_module_variable_p_and_a_sibling_module_with_jet_style_flags_before_th
 def test_the_environment_and_a_token_file_select_the_cluster(
     cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # given the addresses in JETLET_ADDRESSES (an unreachable one first) and the token in a file
-    monkeypatch.setenv("JETLET_ADDRESSES", ",".join(["127.0.0.1:1", *cluster.addresses]))
+    # given the addresses in JETLET_CLIENT_ADDRESSES (an unreachable one first) and the token in a file
+    monkeypatch.setenv("JETLET_CLIENT_ADDRESSES", ",".join(["127.0.0.1:1", *cluster.addresses]))
     token_file = tmp_path / "token"
     token_file.write_text(cluster.token + "\n", encoding="utf-8")
     # when a command runs with no -a, then the first reachable member answers
     assert cli.main(["cluster", "--token-file", str(token_file)]) == 0
     assert cluster.addresses[0] in capsys.readouterr().out
-    # and JETLET_TOKEN works as well as the file
-    monkeypatch.setenv("JETLET_TOKEN", cluster.token)
+    # and JETLET_CLIENT_TOKEN works as well as the file
+    monkeypatch.setenv("JETLET_CLIENT_TOKEN", cluster.token)
     assert cli.main(["list-jobs"]) == 0
 
 
@@ -329,7 +329,7 @@ def test_cluster_start_runs_a_usable_local_cluster_until_interrupted(
                 break
         use = next(line for line in lines if line.startswith("use it with:")).split(":", 1)[1].split()
         members = psutil.Process(process.pid).children(recursive=True)
-        assert len(members) == 2 and all(f"(pid {m.pid})" in "".join(lines) for m in members)
+        assert len(members) == 2 and all(f"pid {m.pid} " in "".join(lines) for m in members)
         # when a client command uses the flags it printed, then it sees both members
         assert cli.main(["cluster", *use]) == 0
         assert "2 members" in capsys.readouterr().out

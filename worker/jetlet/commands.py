@@ -8,29 +8,45 @@ a script can rely on:
 * 1: the job or the operation failed (the remote traceback is on stderr);
 * 2: bad usage or bad input (bad flags, an unknown job, a file that builds
   no pipeline, a token the cluster refuses);
-* 3: the cluster cannot be reached.
+* 3: the cluster cannot be reached (or ``-a`` names no REST API);
+* 130: interrupted (Ctrl-C); ``submit --wait`` then says the job still runs.
 
 Messages go to stderr, results (tables, job ids, statuses) to stdout.
 
 The client commands find the cluster with ``-a/--addresses HOST:PORT[,...]``
-(or ``JETLET_ADDRESSES``; the first reachable address is used), the REST
-token with ``--token``/``--token-file`` (or ``JETLET_TOKEN``) and, for
-HTTPS, the CA with ``--ca-file`` (or ``JETLET_CA_FILE``). As in Jet, these
+(or ``JETLET_CLIENT_ADDRESSES``; the first reachable address is used), the
+REST token with ``--token``/``--token-file`` (or ``JETLET_CLIENT_TOKEN``)
+and, for HTTPS, the CA with ``--ca-file`` (or ``JETLET_CLIENT_CA_FILE``).
+The client's variables have their own prefix: a member reads every other
+``JETLET_*`` variable as one of its settings, so the two never collide in
+one shell. As in Jet, these
 may come before the command (``jetlet -a HOST:PORT list-jobs``) or after it;
 after it they win. Because ``-a`` always means the addresses, ``list-jobs``
 spells "all jobs" ``--all`` only. ``jetlet cluster start`` prints exactly
-the flags (and environment variables) to use.
+the flags (and environment variables) to use, and where the members' logs
+are.
+
+``get-list NAME`` and ``get-map NAME`` print a list or a map as JSON (a map
+with keys that are not text or numbers as a list of ``[key, value]``
+pairs); a value JSON cannot hold (a tuple becomes a list, a named tuple an
+object) is printed as its ``repr`` string.
+
+Modules are imported when a command needs them (the member, the pipeline
+API), so ``jetlet list-jobs`` starts fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import http.client
 import json
 import os
 import pathlib
 import runpy
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -39,13 +55,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from jetlet import client as client_mod
-from jetlet import errors, job, member
+from jetlet import errors, job
+from jetlet._cluster import member_flags
 from jetlet.config import JobConfig, ProcessingGuarantee
-from jetlet.core.dag import DAG
-from jetlet.local_cluster import local_cluster
-from jetlet.pipeline import Pipeline
+from jetlet.local_cluster import LocalCluster
 
 OK, FAILED, USAGE, UNREACHABLE = 0, 1, 2, 3
+INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 ACTIVE = {"NOT_RUNNING", "STARTING", "RUNNING", "SUSPENDED", "SUSPENDED_EXPORTING_SNAPSHOT", "COMPLETING"}
 BUILDER_FUNCTIONS = ("build_pipeline", "build_dag", "pipeline")
 """Functions ``jetlet submit`` calls, first found first (``build_pipeline`` is the convention)."""
@@ -88,18 +105,20 @@ def add_connection_options(parser: argparse.ArgumentParser, *, defaults: bool) -
     group.add_argument(
         "-a",
         "--addresses",
-        default=default("JETLET_ADDRESSES"),
+        default=default("JETLET_CLIENT_ADDRESSES"),
         help="REST addresses HOST:PORT[,HOST:PORT...] of members; the first reachable one is used "
-        "(env JETLET_ADDRESSES)",
+        "(env JETLET_CLIENT_ADDRESSES)",
     )
-    group.add_argument("--token", default=default("JETLET_TOKEN"), help="REST token (env JETLET_TOKEN)")
+    group.add_argument(
+        "--token", default=default("JETLET_CLIENT_TOKEN"), help="REST token (env JETLET_CLIENT_TOKEN)"
+    )
     group.add_argument(
         "--token-file", default="" if defaults else argparse.SUPPRESS, help="file holding the REST token"
     )
     group.add_argument(
         "--ca-file",
-        default=default("JETLET_CA_FILE"),
-        help="CA certificate (PEM) of HTTPS members (env JETLET_CA_FILE)",
+        default=default("JETLET_CLIENT_CA_FILE"),
+        help="CA certificate (PEM) of HTTPS members (env JETLET_CLIENT_CA_FILE)",
     )
 
 
@@ -131,11 +150,47 @@ def add_commands(commands: Any) -> None:
     start = cluster_commands.add_parser(
         "start",
         help="run a local cluster in the foreground until Ctrl-C",
-        description="Starts N member processes on 127.0.0.1, prints their REST addresses and the "
-        "-a/--token flags (and JETLET_* variables) clients need, and runs until Ctrl-C or SIGTERM, "
-        "then stops every member.",
+        description="Starts N member processes on 127.0.0.1, prints their REST addresses, the "
+        "-a/--token flags (and JETLET_CLIENT_* variables) clients need and where each member logs, "
+        "reports a member that exits, and runs until Ctrl-C or SIGTERM, then stops every member. "
+        "The logs are kept after the stop.",
     )
     start.add_argument("--members", type=int, default=3, help="member processes (default 3)")
+    start.add_argument(
+        "--log-dir",
+        default="",
+        metavar="DIR",
+        help="keep the members' logs here as m1.log, m2.log... (default: a new temporary directory)",
+    )
+    start.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="also print the members' log lines here, each prefixed with its member's name",
+    )
+    start.add_argument(
+        "--rest-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="REST port of the first member; the others take the next ones (default 0: any free port)",
+    )
+    start.add_argument(
+        "--data-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="data port of the first member; the others take the next ones (default 0: any free port)",
+    )
+    start.add_argument(
+        "--log-level", default="INFO", metavar="LEVEL", help="the members' log level (default INFO)"
+    )
+    start.add_argument(
+        "--snapshot-directory",
+        default="",
+        metavar="DIR",
+        help="the members' --snapshot-directory: a cluster started with it resumes its jobs (default: none)",
+    )
     start.set_defaults(handler=run_cluster_start)
     cluster.set_defaults(handler=run_cluster)
 
@@ -211,6 +266,17 @@ def add_commands(commands: Any) -> None:
         command.add_argument("job", metavar="JOB", help="job id (as list-jobs shows it) or name")
         command.set_defaults(handler=run_job_operation, operation=operation)
 
+    for kind, shape in (("list", "a JSON array"), ("map", "a JSON object (or [key, value] pairs)")):
+        getter = commands.add_parser(
+            f"get-{kind}",
+            parents=[connection],
+            help=f"print the named {kind} as JSON (e.g. a job's results)",
+            description=f"Print the cluster's {kind} NAME as {shape}; a value JSON cannot hold is "
+            f"printed as its repr string. An unknown {kind} is empty.",
+        )
+        getter.add_argument("name", metavar="NAME", help=f"the {kind}'s name (as in Sinks.{kind}(NAME))")
+        getter.set_defaults(handler=run_get, kind=kind)
+
     save = commands.add_parser(
         "save-snapshot",
         parents=[connection],
@@ -252,6 +318,8 @@ def run(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
 
 
 def run_member(args: argparse.Namespace) -> int:
+    from jetlet import member  # the member's modules (aiohttp, the coordinator) only when one runs
+
     return member.main(args.member_args)
 
 
@@ -263,7 +331,7 @@ def _token(args: argparse.Namespace) -> str:
             raise CommandError(f"--token-file: {exc}", USAGE) from exc
     token: str = args.token
     if not token:
-        raise CommandError("no REST token: give --token, --token-file or set JETLET_TOKEN", USAGE)
+        raise CommandError("no REST token: give --token, --token-file or set JETLET_CLIENT_TOKEN", USAGE)
     return token
 
 
@@ -271,7 +339,7 @@ def connect(args: argparse.Namespace) -> client_mod.Client:
     """A client of the first reachable member of ``--addresses``."""
     addresses = [a.strip() for a in args.addresses.split(",") if a.strip()]
     if not addresses:
-        raise CommandError("no cluster address: give -a HOST:PORT or set JETLET_ADDRESSES", USAGE)
+        raise CommandError("no cluster address: give -a HOST:PORT or set JETLET_CLIENT_ADDRESSES", USAGE)
     token = _token(args)
     problems = []
     for address in addresses:
@@ -283,7 +351,16 @@ def connect(args: argparse.Namespace) -> client_mod.Client:
             raise CommandError(f"{address} refused the connection: {exc}", USAGE) from exc
         except errors.JetletError as exc:
             problems.append(str(exc))
+        except (http.client.HTTPException, ConnectionError) as exc:
+            raise CommandError(_not_rest(address, exc), USAGE) from exc
     raise CommandError("cannot reach the cluster: " + "; ".join(problems), UNREACHABLE)
+
+
+def _not_rest(address: str, exc: Exception) -> str:
+    return (
+        f"--addresses {address} does not answer as a jetlet REST API ({type(exc).__name__}): "
+        "give the member's REST port (jetlet cluster lists it), not its data port"
+    )
 
 
 @contextmanager
@@ -295,6 +372,8 @@ def _cluster_errors() -> Iterator[None]:
         raise CommandError(str(exc), FAILED) from exc
     except errors.JetletError as exc:
         raise CommandError(f"cannot reach the cluster: {exc}", UNREACHABLE) from exc
+    except (http.client.HTTPException, ConnectionError) as exc:
+        raise CommandError(f"cannot reach the cluster: {type(exc).__name__}: {exc}", UNREACHABLE) from exc
 
 
 def run_cluster(args: argparse.Namespace) -> int:
@@ -314,33 +393,101 @@ def run_cluster(args: argparse.Namespace) -> int:
 def run_cluster_start(args: argparse.Namespace) -> int:
     if args.members < 1:
         raise CommandError(f"--members must be >= 1, got {args.members}", USAGE)
+    try:
+        member_flags.log_level(args.log_level)
+    except ValueError as exc:
+        raise CommandError(str(exc), USAGE) from exc
+    log_dir = pathlib.Path(args.log_dir or tempfile.mkdtemp(prefix="jetlet-cluster-logs-"))
+    member_args = ["--log-level", args.log_level]
+    if args.snapshot_directory:
+        member_args += ["--snapshot-directory", args.snapshot_directory]
+    cluster = LocalCluster(
+        args.members, member_args, log_dir=log_dir, rest_port=args.rest_port, data_port=args.data_port
+    )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with local_cluster(args.members) as client:
-            _print_cluster_start(client, args.members)
-            stop.wait()
+        try:
+            client = cluster.start()
+        except errors.JetletError as exc:
+            first = str(exc).splitlines()[0]
+            raise CommandError(
+                f"the local cluster did not start: {first} (logs in {log_dir})", FAILED
+            ) from exc
+        try:
+            _print_cluster_start(client, cluster)
+            status = _watch(cluster, stop, args.follow)
             print("stopping the members...", flush=True)
-    except errors.JetletError as exc:
-        raise CommandError(f"the local cluster did not start: {exc}", FAILED) from exc
+        finally:
+            names, logs = cluster.names, list(cluster.log_paths)
+            cluster.stop()
+        if args.follow:
+            _LogFollower(names, logs).print_new()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print("stopped", flush=True)
+    print(f"stopped; the members' logs are in {log_dir}", flush=True)
+    return status
+
+
+class _LogFollower:
+    """Prints the lines the members' logs gained since the last call, each prefixed ``NAME| ``."""
+
+    def __init__(self, names: list[str], logs: list[pathlib.Path]) -> None:
+        self._logs = list(zip(names, logs, strict=True))
+        self._offsets: dict[pathlib.Path, int] = {}
+
+    def print_new(self) -> None:
+        for name, path in self._logs:
+            try:
+                with path.open("rb") as log:
+                    log.seek(self._offsets.get(path, 0))
+                    chunk = log.read()
+            except OSError:
+                continue
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._offsets[path] = self._offsets.get(path, 0) + len(complete)
+            for line in complete.decode(errors="replace").splitlines():
+                print(f"{name}| {line}", flush=True)
+
+
+def _watch(cluster: LocalCluster, stop: threading.Event, follow: bool) -> int:
+    """Until ``stop``: report each member that exits (and, following, print the logs); FAILED if all did."""
+    follower = _LogFollower(cluster.names, cluster.log_paths) if follow else None
+    reported: set[str] = set()
+    while not stop.wait(0.2):
+        if follower is not None:
+            follower.print_new()
+        exited = cluster.exited()
+        for name, code in exited.items():
+            if name not in reported:
+                reported.add(name)
+                log = cluster.log_paths[cluster.names.index(name)]
+                print(
+                    f"jetlet: member {name} exited with {code}; its log: {log}", file=sys.stderr, flush=True
+                )
+        if len(exited) == len(cluster.names):
+            print("jetlet: every member has exited", file=sys.stderr, flush=True)
+            return FAILED
     return OK
 
 
-def _print_cluster_start(client: client_mod.Client, members: int) -> None:
+def _print_cluster_start(client: client_mod.Client, cluster: LocalCluster) -> None:
     addresses = ",".join(client.addresses)
-    print(f"local cluster of {members} members on 127.0.0.1:")
-    for address, pid in zip(client.addresses, client.pids, strict=True):
-        print(f"  member REST {address}  (pid {pid})")
+    print(f"local cluster of {len(client.addresses)} members on 127.0.0.1:")
+    for name, address, pid, log in zip(
+        cluster.names, client.addresses, client.pids, cluster.log_paths, strict=True
+    ):
+        print(f"  {name}  REST {address}  pid {pid}  log {log}")
     print(f"\nuse it with:  -a {addresses} --token={client.token}")  # = : a token may start with -
-    print(f"or:  export JETLET_ADDRESSES={addresses} JETLET_TOKEN={client.token}")
+    print(f"or:  export JETLET_CLIENT_ADDRESSES={addresses} JETLET_CLIENT_TOKEN={client.token}")
     print("stop it with Ctrl-C", flush=True)
 
 
 def _built_job(namespace: dict[str, Any]) -> object:
+    from jetlet.core.dag import DAG
+    from jetlet.pipeline import Pipeline
+
     for name in BUILDER_FUNCTIONS:
         builder = namespace.get(name)
         if callable(builder) and not isinstance(builder, Pipeline | DAG):
@@ -351,8 +498,11 @@ def _built_job(namespace: dict[str, Any]) -> object:
     return None
 
 
-def _load_definition(path: str, args: Sequence[str]) -> Pipeline | DAG:
-    """Run the file as a script and find what it builds (see ``jetlet submit --help``)."""
+def _load_definition(path: str, args: Sequence[str]) -> Any:
+    """Run the file as a script and find the Pipeline or DAG it builds (see ``jetlet submit --help``)."""
+    from jetlet.core.dag import DAG
+    from jetlet.pipeline import Pipeline
+
     if not os.path.isfile(path):
         raise CommandError(f"no such file: {path}", USAGE)
     saved_argv, saved_path = sys.argv, list(sys.path)
@@ -438,6 +588,14 @@ def run_submit(args: argparse.Namespace) -> int:
         return OK
     try:
         submitted.join()
+    except KeyboardInterrupt:
+        job_id = job.id_to_string(submitted.id)
+        print(
+            f"jetlet: stopped waiting; job {submitted.name} (id {job_id}) is still running on the cluster. "
+            f"Cancel it with: jetlet cancel {job_id}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
     except (errors.JobFailedError, errors.JobCancelledError) as exc:
         print(f"jetlet: job {submitted.name} failed: {exc}", file=sys.stderr)
         return FAILED
@@ -446,6 +604,48 @@ def run_submit(args: argparse.Namespace) -> int:
     except errors.JetletError as exc:
         raise CommandError(f"cannot reach the cluster: {exc}", UNREACHABLE) from exc
     print(f"job {submitted.name} completed")
+    return OK
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON can hold it: containers as arrays and objects, anything else as its repr."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a named tuple: KeyedWindowResult...
+        return {k: _jsonable(v) for k, v in value._asdict().items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return [_jsonable(v) for v in _sorted(value)]
+    if isinstance(value, dict):
+        return _json_map(value)
+    return repr(value)
+
+
+def _sorted(values: Any) -> list[Any]:
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
+
+
+def _json_map(mapping: dict[Any, Any]) -> Any:
+    """An object if every key is text or a number (as JSON writes them), else ``[key, value]`` pairs."""
+    keys = _sorted(mapping)
+    if all(isinstance(k, str) for k in keys) or all(
+        isinstance(k, int | float) and not isinstance(k, bool) for k in keys
+    ):
+        return {str(k): _jsonable(mapping[k]) for k in keys}
+    return [[_jsonable(k), _jsonable(mapping[k])] for k in keys]
+
+
+def run_get(args: argparse.Namespace) -> int:
+    client = connect(args)
+    with _cluster_errors():
+        value = client.get_list(args.name) if args.kind == "list" else client.get_map(args.name)
+    print(json.dumps(_jsonable(value), indent=2, ensure_ascii=False))
     return OK
 
 

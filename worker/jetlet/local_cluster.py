@@ -2,20 +2,42 @@
 
 Theory of operation
 -------------------
-:func:`local_cluster` generates a cluster secret and a REST token into a
+:class:`LocalCluster` generates a cluster secret and a REST token into a
 private temporary directory, starts ``members`` processes of
-``python -m jetlet.member`` bound to 127.0.0.1 on free ports, and waits
-(with a deadline) for each to write its ready file. The first member starts
-alone; the others name it as their seed, so the first is the oldest and the
+``python -m jetlet.member`` bound to 127.0.0.1 (on free ports, or on
+``rest_port + i`` / ``data_port + i`` when those are given), and waits (with
+a deadline) for each to write its ready file. The first member starts alone;
+the others name it as their seed, so the first is the oldest and the
 coordinator. It then polls ``/cluster`` on every member until all of them
-report the same member list with every member in it, and yields a
-:class:`~jetlet.client.Client` of the first member with ``.pids`` and
-``.addresses`` (the members' REST addresses, in start order), and
-``.add_member()``, which starts one more member and returns a client of it
-(it joins the running cluster). On exit — also
-when the body or the start-up raised — every process still running gets
-SIGTERM, then SIGKILL if it has not ended within a grace period, and is
-reaped; the temporary directory is removed.
+report the same member list with every member in it.
+
+:meth:`LocalCluster.start` returns a :class:`~jetlet.client.Client` of the
+first member with ``.pids`` and ``.addresses`` (the members' REST addresses,
+in start order), and ``.add_member()``, which starts one more member and
+returns a client of it (it joins the running cluster). :meth:`LocalCluster.stop`
+— also called when the start-up raised — sends every process still running
+SIGTERM, then SIGKILL if it has not ended within a grace period, reaps them
+and removes the temporary directory. The object is also a context manager
+whose ``with`` value is the client, so both of these work::
+
+    with local_cluster(members=2) as client:     # a script or a test
+        ...
+
+    cluster = local_cluster(members=2)            # a notebook: one cell
+    client = cluster.start()
+    ...
+    cluster.stop()                                # a later cell
+
+Each member writes its log (its stdout and stderr) to ``NAME.log``: in the
+temporary directory, removed on stop, unless ``log_dir`` names a directory
+to keep them in (``log_paths`` lists them either way). :meth:`LocalCluster.exited`
+names the members that ended while the cluster runs, with their exit codes.
+
+The members inherit this process's environment without ``JETLET_TOKEN`` and
+``JETLET_SECRET``: the cluster's own token and secret are the ones in its
+files. Each runs in a session of its own, so a Ctrl-C at the terminal
+reaches only this process, which then stops them with SIGTERM (a member's
+clean leave) rather than all at once by SIGINT.
 
 Example (starts processes, so it is not run as a doctest)::
 
@@ -32,49 +54,37 @@ import json
 import os
 import pathlib
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import types
+from typing import TYPE_CHECKING
 
-from jetlet import client as client_mod
 from jetlet import errors
+
+if TYPE_CHECKING:
+    from jetlet import client as client_mod
 
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 10.0
 _POLL_S = 0.05
+_PRIVATE_VARIABLES = ("JETLET_TOKEN", "JETLET_SECRET")
 
 
-def _spawn(index: int, workdir: pathlib.Path, seeds: str, extra: list[str]) -> subprocess.Popen[bytes]:
-    name = f"m{index + 1}"
-    command = [
-        sys.executable, "-m", "jetlet.member",
-        "--name", name,
-        "--host", "127.0.0.1",
-        "--rest-port", "0",
-        "--data-port", "0",
-        "--token-file", str(workdir / "token"),
-        "--secret-file", str(workdir / "secret"),
-        "--ready-file", str(workdir / f"{name}.ready"),
-        *(["--members", seeds] if seeds else []),
-        *extra,
-    ]  # fmt: skip
-    log = (workdir / f"{name}.log").open("wb")
-    with log:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-
-def _wait_ready(process: subprocess.Popen[bytes], ready: pathlib.Path, deadline: float) -> dict[str, str]:
+def _wait_ready(
+    process: subprocess.Popen[bytes], ready: pathlib.Path, log: pathlib.Path, deadline: float
+) -> dict[str, str]:
     while time.monotonic() < deadline:
         if ready.exists():
             record: dict[str, str] = json.loads(ready.read_text())
             return record
         if process.poll() is not None:
-            log = ready.with_suffix(".log").read_text(errors="replace")[-4000:]
-            raise errors.JetletError(f"member {ready.stem} exited with {process.returncode}:\n{log}")
+            tail = log.read_text(errors="replace")[-4000:]
+            raise errors.JetletError(f"member {ready.stem} exited with {process.returncode}:\n{tail}")
         time.sleep(_POLL_S)
-    raise errors.JetletError(f"member {ready.stem} did not start within {START_TIMEOUT_S} s")
+    raise errors.JetletError(f"member {ready.stem} did not start within {START_TIMEOUT_S} s (log: {log})")
 
 
 def _wait_formed(clients: list[client_mod.Client], deadline: float) -> None:
@@ -102,55 +112,183 @@ def _stop_all(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-@contextlib.contextmanager
-def local_cluster(
-    members: int = 3, member_args: list[str] | None = None, ca_file: str = ""
-) -> Iterator[client_mod.Client]:
-    """Start ``members`` member processes on loopback; yield a client; stop them all on exit.
+class LocalCluster:
+    """Member processes on loopback: :meth:`start` them, :meth:`stop` them, or use ``with``.
 
     ``member_args`` are extra ``jetlet member`` flags given to every member
     (e.g. ``["--heartbeat-interval-millis", "100"]``); with TLS flags among
     them, ``ca_file`` is the CA the client checks the members against.
+    ``rest_port`` and ``data_port`` (0: any free port) are the first
+    member's ports, the next members take the following ones. ``log_dir``
+    keeps the members' logs (``m1.log``, ...) after the stop.
     """
-    if members < 1:
-        raise ValueError(f"members must be >= 1, got {members}")
-    processes: list[subprocess.Popen[bytes]] = []
-    with tempfile.TemporaryDirectory(prefix="jetlet-local-") as tmp:
-        workdir = pathlib.Path(tmp)
-        token = secrets.token_urlsafe(32)
-        for secret_name, value in (("token", token), ("secret", secrets.token_urlsafe(32))):
-            path = workdir / secret_name
+
+    def __init__(
+        self,
+        members: int = 3,
+        member_args: list[str] | None = None,
+        ca_file: str = "",
+        *,
+        log_dir: str | os.PathLike[str] | None = None,
+        rest_port: int = 0,
+        data_port: int = 0,
+    ) -> None:
+        if members < 1:
+            raise ValueError(f"members must be >= 1, got {members}")
+        self.members = members
+        self.member_args = list(member_args or [])
+        self.ca_file = ca_file
+        self.log_dir = pathlib.Path(log_dir) if log_dir is not None else None
+        self.rest_port = rest_port
+        self.data_port = data_port
+        self.client: client_mod.Client | None = None
+        """The client of the first member while the cluster runs."""
+        self.log_paths: list[pathlib.Path] = []
+        """Each member's log file, in start order."""
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self._records: list[dict[str, str]] = []
+        self._workdir: pathlib.Path | None = None
+        self._token = ""
+
+    @property
+    def names(self) -> list[str]:
+        """The members' names (``m1``, ``m2``...), in start order."""
+        return [f"m{index + 1}" for index in range(len(self._processes))]
+
+    def start(self) -> client_mod.Client:
+        """Start the members; return a client of the first once they form one cluster."""
+        if self._workdir is not None:
+            raise RuntimeError("this local cluster is already started; stop() it first")
+        self._workdir = pathlib.Path(tempfile.mkdtemp(prefix="jetlet-local-"))
+        self.log_paths = []
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._token = secrets.token_urlsafe(32)
+        for secret_name, value in (("token", self._token), ("secret", secrets.token_urlsafe(32))):
+            path = self._workdir / secret_name
             path.write_text(value)
             os.chmod(path, 0o600)
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
-            first = _spawn(0, workdir, "", member_args or [])
-            processes.append(first)
-            records = [_wait_ready(first, workdir / "m1.ready", deadline)]
-            for index in range(1, members):
-                processes.append(_spawn(index, workdir, records[0]["rest_address"], member_args or []))
-            for index, process in enumerate(processes[1:], start=1):
-                records.append(_wait_ready(process, workdir / f"m{index + 1}.ready", deadline))
-            clients = [client_mod.Client(r["rest_address"], token, ca_file=ca_file) for r in records]
+            self._spawn("")
+            self._records.append(self._wait_ready(0, deadline))
+            for _ in range(1, self.members):
+                self._spawn(self._records[0]["rest_address"])
+            for index in range(1, self.members):
+                self._records.append(self._wait_ready(index, deadline))
+            clients = [self._client_of(r) for r in self._records]
             _wait_formed(clients, deadline)
-            main = clients[0]
-            main.pids = tuple(p.pid for p in processes)
-            main.addresses = tuple(r["rest_address"] for r in records)
+        except BaseException:
+            self.stop()
+            raise
+        main = clients[0]
+        main.pids = tuple(p.pid for p in self._processes)
+        main.addresses = tuple(r["rest_address"] for r in self._records)
+        main.add_member = self.add_member
+        self.client = main
+        return main
 
-            def add_member() -> client_mod.Client:
-                index = len(processes)
-                processes.append(_spawn(index, workdir, records[0]["rest_address"], member_args or []))
-                records.append(
-                    _wait_ready(
-                        processes[-1], workdir / f"m{index + 1}.ready", time.monotonic() + START_TIMEOUT_S
-                    )
-                )
-                added = client_mod.Client(records[-1]["rest_address"], token, ca_file=ca_file)
-                main.pids = tuple(p.pid for p in processes)
-                main.addresses = tuple(r["rest_address"] for r in records)
-                return added
+    def add_member(self) -> client_mod.Client:
+        """Start one more member (it joins the running cluster); return a client of it."""
+        if self.client is None:
+            raise RuntimeError("the local cluster is not running: start() it first")
+        index = len(self._processes)
+        self._spawn(self._records[0]["rest_address"])
+        self._records.append(self._wait_ready(index, time.monotonic() + START_TIMEOUT_S))
+        self.client.pids = tuple(p.pid for p in self._processes)
+        self.client.addresses = tuple(r["rest_address"] for r in self._records)
+        return self._client_of(self._records[-1])
 
-            main.add_member = add_member
-            yield main
+    def exited(self) -> dict[str, int]:
+        """The members whose process has ended, with its exit code (negative: the signal)."""
+        return {
+            name: code
+            for name, process in zip(self.names, self._processes, strict=True)
+            if (code := process.poll()) is not None
+        }
+
+    def stop(self) -> None:
+        """Stop every member (SIGTERM, then SIGKILL after a grace period); keep only ``log_dir``."""
+        try:
+            _stop_all(self._processes)
         finally:
-            _stop_all(processes)
+            self._processes = []
+            self._records = []
+            self.client = None
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                self._workdir = None
+
+    def __enter__(self) -> client_mod.Client:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: types.TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _client_of(self, record: dict[str, str]) -> client_mod.Client:
+        from jetlet import client as client_mod  # imported on use: ``import jetlet`` stays light
+
+        return client_mod.Client(record["rest_address"], self._token, ca_file=self.ca_file)
+
+    def _spawn(self, seeds: str) -> None:
+        assert self._workdir is not None
+        index = len(self._processes)
+        name = f"m{index + 1}"
+        ports = [
+            ("--rest-port", self.rest_port + index if self.rest_port else 0),
+            ("--data-port", self.data_port + index if self.data_port else 0),
+        ]
+        command = [
+            sys.executable, "-m", "jetlet.member",
+            "--name", name,
+            "--host", "127.0.0.1",
+            *[part for flag, port in ports for part in (flag, str(port))],
+            "--token-file", str(self._workdir / "token"),
+            "--secret-file", str(self._workdir / "secret"),
+            "--ready-file", str(self._workdir / f"{name}.ready"),
+            *(["--members", seeds] if seeds else []),
+            *self.member_args,
+        ]  # fmt: skip
+        log_path = (self.log_dir or self._workdir) / f"{name}.log"
+        environment = {k: v for k, v in os.environ.items() if k not in _PRIVATE_VARIABLES}
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=environment,
+                start_new_session=True,  # a Ctrl-C at the terminal reaches only this process (see above)
+            )
+        self._processes.append(process)
+        self.log_paths.append(log_path)
+
+    def _wait_ready(self, index: int, deadline: float) -> dict[str, str]:
+        assert self._workdir is not None
+        name = f"m{index + 1}"
+        return _wait_ready(
+            self._processes[index], self._workdir / f"{name}.ready", self.log_paths[index], deadline
+        )
+
+
+def local_cluster(
+    members: int = 3,
+    member_args: list[str] | None = None,
+    ca_file: str = "",
+    *,
+    log_dir: str | os.PathLike[str] | None = None,
+    rest_port: int = 0,
+    data_port: int = 0,
+) -> LocalCluster:
+    """``members`` member processes on loopback: ``with local_cluster() as client`` or start()/stop().
+
+    See :class:`LocalCluster` for the arguments.
+    """
+    return LocalCluster(
+        members, member_args, ca_file, log_dir=log_dir, rest_port=rest_port, data_port=data_port
+    )
