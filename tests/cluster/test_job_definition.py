@@ -171,7 +171,7 @@ BAD_CASES = [
     pytest.param(
         {"definition": _pickle64([1, 2])},
         "definition",
-        r"returned a builtins\.list \(\[1, 2\]\), not a Pipeline or a DAG",
+        r"holds a builtins\.list \(\[1, 2\]\), not a DAG or a Pipeline",
         id="pickled-list",
     ),
     pytest.param({"entrypoint": 5}, "entrypoint", r"must be a string, got int", id="entrypoint-type"),

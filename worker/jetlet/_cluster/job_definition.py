@@ -145,6 +145,8 @@ def _from_pickle(text: str) -> bytes:
     if isinstance(loaded, dag_mod.DAG):
         _validated(loaded, "definition")
         return raw
+    if not callable(getattr(loaded, "to_dag", None)):
+        _invalid("definition", f"holds {_describe(loaded)}, not a DAG or a Pipeline")
     return _pickled_dag(loaded, "definition", "the definition", None)
 
 
