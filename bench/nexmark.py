@@ -2,7 +2,8 @@
 
 A thin entry: the logic is in :mod:`jetlet.nexmark.bench` (so ``jetlet bench nexmark`` works from
 an install); see :mod:`jetlet.nexmark.bench.harness` for the flags and the order of a run.
-Run: ``python bench/nexmark.py --help``; a one-minute smoke run: ``python bench/nexmark.py --quick``.
+Run: ``python bench/nexmark.py --help``; a one-minute smoke run: ``python bench/nexmark.py --quick``
+(a full run updates ``bench/RESULTS.md``; a quick one prints, and writes only where ``--out`` says).
 """
 
 from __future__ import annotations
@@ -12,4 +13,4 @@ import sys
 from jetlet.nexmark.bench import harness
 
 if __name__ == "__main__":
-    sys.exit(harness.main(sys.argv[1:], prog="python bench/nexmark.py"))
+    sys.exit(harness.main(sys.argv[1:], prog="python bench/nexmark.py", checkout_defaults=True))

@@ -5,8 +5,16 @@ and every query of ``--queries`` is measured in it — throughput (:mod:`.throug
 member counts of ``--latency-members``, latency at each rate of ``--rate`` with snapshots off
 and/or on (:mod:`.latency`); then the plain-Python loops (:mod:`.plain`) and the peers of
 ``--peers`` (``bench/nexmark_peers``, when this is a source checkout that has it); finally the
-Markdown section goes into ``--results`` and the plots into ``--plots`` (:mod:`.report`). Progress
-is printed as it goes. ``--quick`` is a one-minute smoke run.
+Markdown section is printed (:mod:`.report`). Progress is printed as it goes. ``--quick`` is a
+one-minute smoke run.
+
+Where it writes: ``jetlet bench nexmark`` writes nothing unless told — ``--out DIR`` for the
+section (``DIR/nexmark.md``) and the plots, ``--results FILE`` for a Markdown file whose NEXMark
+section is replaced — so that run from an install it never creates ``bench/`` in the current
+directory. ``bench/nexmark.py`` (``make bench``) defaults to the checkout's ``bench/out/nexmark``,
+``bench/RESULTS.md`` and ``bench/``, anchored at the checkout, not the current directory; with
+``--quick`` it too writes only where ``--out`` and ``--results`` say, so a smoke run never
+replaces the committed results.
 
 A ``--rate`` of ``half`` means 50 % of the query's throughput measured in the same run (per
 member), the issue's example of a sustainable fixed rate.
@@ -50,7 +58,8 @@ class Settings:
     peer_events: int
     peer_timeout_s: float
     plain_seconds: float
-    out: Path
+    out: Path | None
+    """Where the section (``nexmark.md``) goes (None: nowhere)."""
     results: Path | None
     plots: Path | None
     repeats: int = 1
@@ -73,8 +82,12 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The benchmark's flags (shared by ``jetlet bench nexmark`` and ``bench/nexmark.py``)."""
+def add_arguments(parser: argparse.ArgumentParser, checkout_defaults: bool = False) -> None:
+    """The benchmark's flags (shared by ``jetlet bench nexmark`` and ``bench/nexmark.py``).
+
+    With ``checkout_defaults`` (``bench/nexmark.py``) a full run writes into the checkout's
+    ``bench/`` by default; without (``jetlet bench nexmark``) nothing is written unless asked.
+    """
     parser.add_argument("--queries", type=_csv, help="comma-separated, e.g. q1,q2,q5 (default: all)")
     parser.add_argument("--mode", choices=("throughput", "latency", "all"), default="all")
     parser.add_argument(
@@ -110,12 +123,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peer-events", type=int, default=500_000, help="events each peer processes")
     parser.add_argument("--peer-timeout", type=float, default=600.0, help="seconds a peer run may take")
     parser.add_argument("--plain-seconds", type=float, default=3.0, help="seconds of each plain loop")
-    parser.add_argument("--out", type=Path, default=Path("bench/out/nexmark"), help="raw output directory")
+    where = "the checkout's bench/out/nexmark (not with --quick)" if checkout_defaults else "none"
     parser.add_argument(
-        "--results", type=Path, default=Path("bench/RESULTS.md"), help="Markdown file to update ('' : none)"
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"write the section (DIR/nexmark.md) and the plots here (default: {where})",
     )
-    parser.add_argument("--plots", type=Path, default=Path("bench"), help="directory of the PNG plots")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="Markdown file whose NEXMark section to replace (default: "
+        + ("the checkout's bench/RESULTS.md, not with --quick)" if checkout_defaults else "none)"),
+    )
+    parser.add_argument(
+        "--plots", type=Path, default=None, metavar="DIR", help="directory of the PNG plots (default: --out)"
+    )
     parser.add_argument("--no-report", action="store_true", help="print only; write no results or plots")
+    parser.set_defaults(checkout_defaults=checkout_defaults)
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -132,6 +160,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     for rate in args.rate:
         if rate != "half" and not (rate.isdigit() and int(rate) > 0):
             raise ValueError(f"--rate takes positive integers or 'half', got {rate!r}")
+    destinations = _destinations(args)
     settings = Settings(
         queries=queries,
         mode=args.mode,
@@ -146,9 +175,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         peer_events=args.peer_events,
         peer_timeout_s=args.peer_timeout,
         plain_seconds=args.plain_seconds,
-        out=args.out,
-        results=None if args.no_report or not str(args.results) else args.results,
-        plots=None if args.no_report else args.plots,
+        out=destinations["out"],
+        results=destinations["results"],
+        plots=destinations["plots"],
         repeats=args.repeats,
     )
     if settings.repeats < 1:
@@ -169,6 +198,23 @@ def settings_from(args: argparse.Namespace) -> Settings:
             stretch_windowed=False,
         )
     return settings
+
+
+def _destinations(args: argparse.Namespace) -> dict[str, Path | None]:
+    """``out``, ``results`` and ``plots``: what the flags say, else the checkout's (see the module doc)."""
+    out, results, plots = args.out, args.results, args.plots
+    if getattr(args, "checkout_defaults", False) and not args.quick:
+        bench = REPO_ROOT / "bench"
+        out = out if out is not None else bench / "out" / "nexmark"
+        results = results if results is not None else bench / "RESULTS.md"
+        plots = plots if plots is not None else bench
+    if args.no_report:
+        return {"out": None, "results": None, "plots": None}
+    return {
+        "out": out,
+        "results": results if results is not None and str(results) else None,
+        "plots": plots if plots is not None else out,
+    }
 
 
 def _say(text: str) -> None:
@@ -308,9 +354,9 @@ def run(settings: Settings, command: str) -> report.Results:
 
 
 def _write(settings: Settings, results: report.Results) -> None:
-    settings.out.mkdir(parents=True, exist_ok=True)
     plots: list[str] = []
     if settings.plots is not None:
+        settings.plots.mkdir(parents=True, exist_ok=True)
         try:
             plots = report.plot(results, settings.plots)
         except ImportError:
@@ -318,7 +364,10 @@ def _write(settings: Settings, results: report.Results) -> None:
             results.notes.append(message)
             _say(message)
     text = report.section(results, report.git_commit(REPO_ROOT))
-    (settings.out / "nexmark.md").write_text(text, encoding="utf-8")
+    if settings.out is not None:
+        settings.out.mkdir(parents=True, exist_ok=True)
+        (settings.out / "nexmark.md").write_text(text, encoding="utf-8")
+        _say(f"wrote {settings.out / 'nexmark.md'}")
     if settings.results is not None:
         report.write_results(settings.results, text)
         _say(f"wrote {settings.results}")
@@ -327,12 +376,14 @@ def _write(settings: Settings, results: report.Results) -> None:
     print(text, flush=True)
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "jetlet bench nexmark") -> int:
+def main(
+    argv: Sequence[str] | None = None, prog: str = "jetlet bench nexmark", checkout_defaults: bool = False
+) -> int:
     """Parse ``argv`` and run; exit status 0, or 2 for a usage error."""
     parser = argparse.ArgumentParser(
         prog=prog, description="NEXMark throughput and latency of jetlet and peers"
     )
-    add_arguments(parser)
+    add_arguments(parser, checkout_defaults)
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(arguments)
     return run_parsed(args, " ".join([prog, *arguments]), parser)
