@@ -365,8 +365,17 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
 _BODIES: dict[str, dict[str, Any]] = {
     "/jobs": {
         "type": "object",
-        "required": ["definition"],
-        "properties": {"definition": {"type": "string", "format": "byte"}, "config": {"type": "object"}},
+        "properties": {
+            "definition": {"type": "string", "format": "byte", "description": "base64 cloudpickle of a DAG"},
+            "entrypoint": {
+                "type": "string",
+                "description": "package.module:function in the worker image; with source, a function of it",
+            },
+            "source": {"type": "string", "description": "Python source that defines the entrypoint"},
+            "arguments": {"type": "object", "description": "keyword arguments of the entrypoint"},
+            "config": {"type": "object"},
+        },
+        "oneOf": [{"required": ["definition"]}, {"required": ["entrypoint"]}],
     },
     "/jobs/{job}/export-snapshot": {
         "type": "object",
