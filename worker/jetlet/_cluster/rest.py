@@ -12,7 +12,8 @@ body that is too large (``413``), not JSON, not an object, missing a field
 or holding a field of the wrong type (``400``) is refused with a message
 naming the field, and counted. Such a request never reaches a job, so it
 cannot harm one. Unknown jobs answer ``404``; an operation the job's state
-does not allow answers ``409``.
+does not allow answers ``409``. Every error, an unknown path's ``404`` and a
+wrong method's ``405`` included, is a JSON object with an ``error`` text.
 
 A job travels as base64 of the cloudpickle of its DAG (``definition``), or
 by reference: ``entrypoint`` (``package.module:function`` in the worker
@@ -135,6 +136,15 @@ async def _auth_and_errors(request: web.Request, handler: Handler) -> web.Stream
     except BadRequest as exc:
         _counted(request, "refused_bad_request")
         return _error(exc.status, str(exc), exc.field)
+    except web.HTTPException as exc:  # the router's 404 and 405: JSON, as every other error
+        if exc.status < 400:
+            raise
+        response = _error(
+            exc.status, f"{request.method} {request.path}: {exc.reason} (the routes: GET /openapi.json)"
+        )
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except job_service.InvalidJobRequestError as exc:
         _counted(request, "refused_bad_request")
         return _error(400, str(exc), exc.field)
