@@ -100,10 +100,10 @@ def test_a_socket_stream_that_stays_open_runs_until_the_job_is_cancelled(
         )
         job = jet.new_job(p)
         # when both lines arrived (polled with a deadline)
-        lines = jet.get_list("lines")
         deadline = time.monotonic() + JOIN_TIMEOUT_S
-        while len(lines) < 2 and time.monotonic() < deadline:
+        while len(jet.get_list("lines")) < 2 and time.monotonic() < deadline:
             concurrent.futures.wait([job.future], timeout=0.01)
+        lines = jet.get_list("lines")
         # then the job still runs, and a cancellation ends it although the socket stays open
         assert lines == ["one", "two"]
         assert not job.future.done()

@@ -224,8 +224,8 @@ def test_stream_source_runs_in_a_job_until_cancelled(jet: jetlet.EmbeddedInstanc
     )
     job = jet.new_job(p, config.JobConfig(processing_guarantee=config.ProcessingGuarantee.EXACTLY_ONCE))
     # when every item arrived
+    wait_while_running(job, lambda: len(jet.get_list("out")) < 300)
     out = jet.get_list("out")
-    wait_while_running(job, lambda: len(out) < 300)
     # then the stream is still running, and it ends by cancellation
     assert sorted(out) == [n * 2 for n in range(300)]
     assert not job.future.done()

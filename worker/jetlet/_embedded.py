@@ -179,12 +179,23 @@ class EmbeddedInstance:
         return max(named, key=lambda j: j.submission_time) if named else None
 
     def get_list(self, name: str) -> list[Any]:
-        """The named list that ``Sinks.list(name)`` writes and ``Sources.list(name)`` reads."""
-        return self.store.get_list(name)
+        """A copy of the named list that ``Sinks.list(name)`` writes and ``Sources.list(name)`` reads.
+
+        A copy, as a cluster client's: call again to see what was added since.
+        """
+        return self.store.read_list(name)
 
     def get_map(self, name: str) -> dict[Any, Any]:
-        """The named map that ``Sinks.map(name)`` writes."""
-        return self.store.get_map(name)
+        """A copy of the named map that ``Sinks.map(name)`` writes (call again to see later writes)."""
+        return self.store.read_map(name)
+
+    def destroy_list(self, name: str) -> None:
+        """Delete the named list (a later ``get_list`` is empty), e.g. before running a job again."""
+        self.store.destroy_list(name)
+
+    def destroy_map(self, name: str) -> None:
+        """Delete the named map (a later ``get_map`` is empty)."""
+        self.store.destroy_map(name)
 
     def get_observable(self, name: str) -> observable.Observable[Any]:
         """The named observable that ``Sinks.observable(name)`` publishes to."""

@@ -87,6 +87,16 @@ class DataStore:
         with self.lock:
             return dict(self.get_map(name))
 
+    def destroy_list(self, name: str) -> None:
+        """Forget the named list: a later read finds it empty."""
+        with self.lock:
+            self._lists.pop(check_name(name), None)
+
+    def destroy_map(self, name: str) -> None:
+        """Forget the named map: a later read finds it empty."""
+        with self.lock:
+            self._maps.pop(check_name(name), None)
+
 
 def check_name(name: str) -> str:
     """``name`` if it is a usable data structure name; ValueError naming it otherwise."""
