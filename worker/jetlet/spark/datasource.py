@@ -37,6 +37,8 @@ sink never reuses their sequences.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import tempfile
@@ -170,8 +172,29 @@ def _write_json(path: Path, body: Any) -> None:
     os.replace(tmp.name, path)
 
 
-def _message(root: Path, path: Path, rows: int, query: str) -> dict[str, Any]:
-    return {"query": query, "path": path.relative_to(root).as_posix() if rows else None, "rows": rows}
+@dataclasses.dataclass
+class JetletCommitMessage(ds.WriterCommitMessage):
+    """What a task attempt staged: its query, its file (relative to the root; None without rows)."""
+
+    query: str
+    stage: str
+    path: str | None
+    rows: int
+
+
+def _message(root: Path, path: Path, rows: int, query: str) -> JetletCommitMessage:
+    relative = path.relative_to(root)
+    return JetletCommitMessage(query, relative.parent.as_posix(), relative.as_posix() if rows else None, rows)
+
+
+def _as_dicts(messages: list[Any]) -> list[dict[str, Any] | None]:
+    return [dataclasses.asdict(m) if m is not None else None for m in messages]
+
+
+def _stream_key(options: Any) -> str:
+    """The staging key of a streaming query: a hash of its checkpoint location (see exchange)."""
+    checkpoint = str(options.get("checkpointLocation") or "")
+    return "s-" + hashlib.sha256(checkpoint.encode("utf-8")).hexdigest()[:16]
 
 
 def _task() -> tuple[int, int, Any]:
@@ -184,29 +207,29 @@ def _task() -> tuple[int, int, Any]:
 class JetletArrowWriter(ds.DataSourceArrowWriter):
     """``df.write.format("jetlet")``: stage per (partition, attempt), commit one manifest."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, run: str) -> None:
         self.root = root
-        self.run = exchange.new_run()
+        self.run = run
 
     def write(self, iterator: Iterator[Any]) -> Any:
         partition, attempt, _ = _task()
         query = f"write-{self.run}"
-        path = exchange.staged_path(self.root, self.run, 0, query, partition, attempt)
+        path = exchange.staged_path(self.root, f"w-{self.run}", 0, query, partition, attempt)
         rows = exchange.write_staged(path, iterator)
         return _message(self.root, path, rows, query)
 
     def commit(self, messages: list[Any]) -> None:
-        exchange.commit(self.root, self.run, 0, messages)
+        exchange.commit(self.root, 0, _as_dicts(messages))
 
     def abort(self, messages: list[Any]) -> None:
-        exchange.abort(self.root, self.run, 0)
+        exchange.abort(self.root, f"w-{self.run}", 0)
 
 
-def _stream_write(writer: Any, batches: Iterator[Any]) -> dict[str, Any]:
+def _stream_write(writer: Any, batches: Iterator[Any]) -> JetletCommitMessage:
     partition, attempt, context = _task()
     query = context.getLocalProperty("sql.streaming.queryId") or "unknown-query"
     batch = int(context.getLocalProperty("streaming.sql.batchId") or 0)
-    path = exchange.staged_path(writer.root, writer.run, batch, query, partition, attempt)
+    path = exchange.staged_path(writer.root, writer.key, batch, query, partition, attempt)
     rows = exchange.write_staged(path, batches)
     return _message(writer.root, path, rows, query)
 
@@ -230,19 +253,19 @@ def _rows_to_batches(rows: Iterator[Any], schema: Any, size: int = 8192) -> Iter
 class JetletStreamWriter(ds.DataSourceStreamWriter):
     """``df.writeStream.format("jetlet")`` on PySpark 4.0 (rows, converted to Arrow)."""
 
-    def __init__(self, root: Path, schema: Any) -> None:
+    def __init__(self, root: Path, key: str, schema: Any) -> None:
         self.root = root
         self.schema = schema
-        self.run = exchange.new_run()
+        self.key = key
 
     def write(self, iterator: Iterator[Any]) -> Any:
         return _stream_write(self, _rows_to_batches(iterator, self.schema))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
-        exchange.commit(self.root, self.run, batchId, messages)
+        exchange.commit(self.root, batchId, _as_dicts(messages))
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        exchange.abort(self.root, self.run, batchId)
+        exchange.abort(self.root, self.key, batchId)
 
 
 if _StreamArrowBase is not None:
@@ -250,22 +273,28 @@ if _StreamArrowBase is not None:
     class JetletStreamArrowWriter(_StreamArrowBase):  # type: ignore[misc]
         """``df.writeStream.format("jetlet")`` on PySpark 4.1+ (Arrow batches)."""
 
-        def __init__(self, root: Path) -> None:
+        def __init__(self, root: Path, key: str) -> None:
             self.root = root
-            self.run = exchange.new_run()
+            self.key = key
 
         def write(self, iterator: Iterator[Any]) -> Any:
             return _stream_write(self, iterator)
 
         def commit(self, messages: list[Any], batchId: int) -> None:
-            exchange.commit(self.root, self.run, batchId, messages)
+            exchange.commit(self.root, batchId, _as_dicts(messages))
 
         def abort(self, messages: list[Any], batchId: int) -> None:
-            exchange.abort(self.root, self.run, batchId)
+            exchange.abort(self.root, self.key, batchId)
 
 
 class JetletDataSource(ds.DataSource):
     """The data source ``"jetlet"``; see the module doc."""
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        # Drawn where Spark creates the data source on the driver and pickled with it to a batch write's
+        # tasks and to its commit, so they agree on the staging directory (not so for streams: see exchange).
+        self.run = exchange.new_run()
 
     @classmethod
     def name(cls) -> str:
@@ -292,9 +321,9 @@ class JetletDataSource(ds.DataSource):
     def writer(self, schema: Any, overwrite: bool) -> JetletArrowWriter:
         if overwrite:
             raise ValueError('the "jetlet" data source only appends: use .mode("append")')
-        return JetletArrowWriter(_root(self.options))
+        return JetletArrowWriter(_root(self.options), self.run)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:
         if _StreamArrowBase is not None:
-            return JetletStreamArrowWriter(_root(self.options))
-        return JetletStreamWriter(_root(self.options), schema)
+            return JetletStreamArrowWriter(_root(self.options), _stream_key(self.options))
+        return JetletStreamWriter(_root(self.options), _stream_key(self.options), schema)

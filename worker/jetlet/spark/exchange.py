@@ -5,25 +5,27 @@ Theory of operation
 The Spark data source ``"jetlet"`` (:mod:`jetlet.spark.datasource`) writes,
 under the directory ``uri``::
 
-    _staging/<run>/<batch>/<query>-p<partition>-a<attempt>-<random>.parquet
+    _staging/<key>/<batch>/<query>-p<partition>-a<attempt>-<random>.parquet
     _manifests/<query>/<batch, 12 digits>.json
 
 A Spark task writes its rows (Arrow batches) to one staged file named by
-(query, partition, attempt); ``<run>`` is drawn when the writer is created
-on the driver (once per batch write, once per start of a streaming query),
-so a replay after a driver crash never writes into the directory of the
-run it replays. Staged files are not data yet: Spark keeps the partial
-output of a failed attempt, and a replayed micro-batch writes its rows
-again.
+(query, partition, attempt). ``<key>`` is ``w-<random>`` for a batch write
+(drawn once on the driver, pickled with the writer) and, for a streaming
+query, a hash of its checkpoint location: Spark creates a fresh writer for
+each micro-batch's commit or abort, so only what the options say is known
+to the tasks and to the commit alike. Staged files are not data yet: Spark
+keeps the partial output of a failed attempt, and a replayed micro-batch
+writes its rows again.
 
 **Commit** (driver, :func:`commit`) writes the manifest of (query, batch)
 listing the files of the winning attempts, *if it does not exist*
 (``os.link`` of a complete temporary file: atomic create-if-absent), then
-deletes every other file of the run's batch directory (losing attempts).
-A replayed batch finds its manifest already there: it deletes all it
-staged and adds nothing, so a commit is idempotent per (query id, batch
-id). **Abort** (:func:`abort`) deletes the run's batch directory: Spark
-gives ``abort`` only ``None`` messages, so it cleans by prefix.
+deletes every staged file of the batch's directory that the manifest does
+not list (losing attempts). A replayed batch finds its manifest already
+there: it deletes all it staged and adds nothing, so a commit is
+idempotent per (query id, batch id). **Abort** (:func:`abort`) gets only
+``None`` messages from Spark, so it cleans by prefix: every file of
+``_staging/<key>/<batch>/`` that no manifest lists.
 
 **Reading** (:class:`ManifestReader`, one processor in the jetlet cluster):
 for each query (sorted by id) it reads the manifests whose batch is at or
@@ -38,10 +40,11 @@ restored from a snapshot emits exactly the rows after it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-import shutil
+import re
 import tempfile
 import time
 import uuid
@@ -60,13 +63,17 @@ MANIFESTS = "_manifests"
 
 
 def new_run() -> str:
-    """A fresh run id: one per batch write or streaming query start."""
+    """A fresh run id, for the staging directory of one batch write."""
     return uuid.uuid4().hex[:16]
 
 
-def staged_path(root: Path, run: str, batch: int, query: str, partition: int, attempt: int) -> Path:
+STAGED_NAME = re.compile(r"(.+)-p\d+-a\d+-[0-9a-f]{8}\.parquet")
+"""A staged file: ``<query>-p<partition>-a<attempt>-<random>.parquet``."""
+
+
+def staged_path(root: Path, key: str, batch: int, query: str, partition: int, attempt: int) -> Path:
     """Where one task attempt stages its rows (the directory is created)."""
-    directory = root / STAGING / run / str(batch)
+    directory = root / STAGING / key / str(batch)
     directory.mkdir(parents=True, exist_ok=True)
     return directory / f"{query}-p{partition}-a{attempt}-{uuid.uuid4().hex[:8]}.parquet"
 
@@ -96,50 +103,69 @@ def manifest_path(root: Path, query: str, batch: int) -> Path:
     return root / MANIFESTS / query / f"{batch:012d}.json"
 
 
-def commit(root: Path, run: str, batch: int, messages: list[dict[str, Any] | None]) -> bool:
+def _committed_paths(root: Path, query: str, batch: int) -> set[Path]:
+    """The files the manifest of (query, batch) lists (none if it does not exist)."""
+    try:
+        return {root / entry["path"] for entry in read_manifest(root, query, batch)["files"]}
+    except FileNotFoundError:
+        return set()
+
+
+def _clean(root: Path, directory: Path, batch: int) -> None:
+    """Delete the staged files of ``directory`` that no manifest of ``batch`` lists; then empty parents."""
+    if directory.is_dir():
+        listed: dict[str, set[Path]] = {}
+        for path in directory.iterdir():
+            match = STAGED_NAME.fullmatch(path.name)
+            if match is None:
+                continue
+            query = match.group(1)
+            if query not in listed:
+                listed[query] = _committed_paths(root, query, batch)
+            if path not in listed[query]:
+                path.unlink(missing_ok=True)
+    for empty in (directory, directory.parent):
+        with contextlib.suppress(OSError):
+            empty.rmdir()  # only if empty
+
+
+def commit(root: Path, batch: int, messages: list[dict[str, Any] | None]) -> bool:
     """Publish the winning attempts' files of (query, batch) once; False if it was committed before.
 
     ``messages`` are the tasks' commit messages (dicts with ``query``,
-    ``path`` relative to ``root`` or None, and ``rows``).
+    ``stage`` (their staging directory), ``path`` (None without rows) and
+    ``rows``, paths relative to ``root``). Whether or not this call wrote
+    the manifest, it then deletes every staged file of those directories
+    that the manifest does not list (losing attempts, or a whole replay).
     """
     present = [m for m in messages if m is not None]
-    staging = root / STAGING / run / str(batch)
     if not present:
-        shutil.rmtree(staging, ignore_errors=True)
         return False
     query = present[0]["query"]
     files = [{"path": m["path"], "rows": m["rows"]} for m in present if m["path"] is not None]
     target = manifest_path(root, query, batch)
     target.parent.mkdir(parents=True, exist_ok=True)
-    body = {"query": query, "batch": batch, "run": run, "files": files, "committed_at": time.time()}
+    body = {"query": query, "batch": batch, "files": files, "committed_at": time.time()}
     written = False
     with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=".", suffix=".tmp", delete=False) as tmp:
         json.dump(body, tmp)
         tmp.flush()
         os.fsync(tmp.fileno())
     try:
-        os.link(tmp.name, target)
+        os.link(tmp.name, target)  # atomic create-if-absent: the first commit of (query, batch) wins
         written = True
     except FileExistsError:
         pass
     finally:
         os.unlink(tmp.name)
-    keep = {root / f["path"] for f in files} if written else set()
-    if staging.is_dir():
-        for path in staging.iterdir():
-            if path not in keep:
-                path.unlink(missing_ok=True)
-        if not keep:
-            shutil.rmtree(staging, ignore_errors=True)
+    for stage in sorted({m["stage"] for m in present}):
+        _clean(root, root / stage, batch)
     return written
 
 
-def abort(root: Path, run: str, batch: int) -> None:
-    """Delete everything the run staged for ``batch`` (Spark's abort gives no usable messages)."""
-    shutil.rmtree(root / STAGING / run / str(batch), ignore_errors=True)
-    run_dir = root / STAGING / run
-    if run_dir.is_dir() and not any(run_dir.iterdir()):
-        run_dir.rmdir()
+def abort(root: Path, key: str, batch: int) -> None:
+    """Delete what was staged under ``key`` for ``batch`` and is not committed (Spark gives no messages)."""
+    _clean(root, root / STAGING / key / str(batch), batch)
 
 
 def manifests(root: Path) -> dict[str, list[int]]:
