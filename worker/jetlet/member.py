@@ -23,7 +23,10 @@ thread until SIGTERM or SIGINT:
   list, moving as few partitions as possible. While alone the member looks
   for the others (``jetlet._cluster.discovery``: the ``--members``
   entries, DNS, or the Kubernetes API); ``/ready`` answers from
-  ``jetlet._cluster.readiness``.
+  ``jetlet._cluster.readiness``. A joiner enters the member
+  list only once the coordinator's transport has authenticated it on its
+  data port (``jetlet._cluster.admission``); a lone member that a cluster
+  refuses (a wrong cluster secret) stops with :data:`EXIT_REFUSED`.
 
 The process is the member's own, so it sets the interpreter's thread switch
 interval to :data:`SWITCH_INTERVAL_S` (1 ms instead of Python's 5 ms): the
@@ -51,13 +54,14 @@ import pathlib
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import aiohttp
 
 from jetlet import _embedded
 from jetlet._cluster import (
+    admission,
     coordinator,
     discovery,
     member_flags,
@@ -76,6 +80,8 @@ _log = logging.getLogger("jetlet.member")
 _TICK_S = 0.05
 
 SWITCH_INTERVAL_S = 0.001
+EXIT_REFUSED = 3
+"""Exit status of a member that a cluster refused to admit (e.g. its cluster secret is wrong)."""
 """The member process's ``sys.setswitchinterval`` (see the module doc)."""
 
 
@@ -111,6 +117,10 @@ class Member:
         self.membership: membership.Membership | None = None
         self.table: partition_table.PartitionTable | None = None
         self._session: aiohttp.ClientSession | None = None
+        self.exit_code = 0
+        """Non-zero once the member stops because a cluster refused it (see ``_on_refused``)."""
+        self.admission = admission.Admission()
+        self._background: set[asyncio.Task[None]] = set()
         self.discovery = discovery.for_settings(config, os.environ)
         self.readiness = readiness.Readiness(config.failure_timeout_millis)
         tls_on = bool(config.tls_cert_file)
@@ -197,10 +207,65 @@ class Member:
 
     async def on_membership(self, message: dict[str, Any]) -> None:
         assert self.membership is not None
+        if message.get("kind") == "refused":
+            self._on_refused(message)
+            return
+        if message.get("kind") == "join" and not self._may_admit(message):
+            return
         outgoing = self.membership.receive(message, _now_ms())
         self._refresh_table()
         if outgoing:
             asyncio.get_running_loop().create_task(self._send(outgoing))
+
+    def _may_admit(self, message: dict[str, Any]) -> bool:
+        """Whether a join may reach the membership: only once the transport trusts the joiner (its
+        handshake proved the cluster secret); until then its data port is dialed (``_cluster.admission``)."""
+        assert self.membership is not None and self.transport is not None
+        joiner = membership.MemberInfo.from_dict(message["member"])
+        known = self.membership.member_list.get(joiner.name)
+        if joiner.name == self.membership.local.name or (known is not None and known.uuid == joiner.uuid):
+            return True
+        if not self.membership.is_coordinator:
+            return True  # forwarded to the coordinator, which decides
+        verdict = self.admission.on_join(joiner, self.transport.is_connected(joiner.name))
+        if verdict is admission.Verdict.DIAL:
+            host, _, port = joiner.data_address.rpartition(":")
+            dial = self.transport.connect_soon(joiner.name, host, int(port))
+            loop = asyncio.get_running_loop()
+            dial.add_done_callback(
+                lambda done: loop.call_soon_threadsafe(self._on_joiner_dialed, joiner, message, done)
+            )
+        return verdict is admission.Verdict.ADMIT
+
+    def _on_joiner_dialed(
+        self, joiner: membership.MemberInfo, message: dict[str, Any], dial: concurrent.futures.Future[None]
+    ) -> None:
+        error = ConnectionError("the dial was cancelled") if dial.cancelled() else dial.exception()
+        outcome = self.admission.on_dialed(joiner, error)
+        if outcome.log:
+            _log.log(logging.INFO if outcome.admit else logging.WARNING, "%s", outcome.log)
+        if outcome.admit:
+            self._spawn(self.on_membership(message))
+        elif outcome.refusal is not None and self.membership is not None:
+            size = len(self.membership.member_list.members)
+            refusal = admission.refusal_message(joiner, outcome.refusal, size)
+            self._spawn(self._send([membership.Outgoing(refusal, address=joiner.rest_address)]))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._background.discard)
+
+    def _on_refused(self, message: dict[str, Any]) -> None:
+        """A coordinator refused this member's join: stop if it applies (``admission.refusal_applies``)."""
+        assert self.membership is not None
+        reason = admission.refusal_applies(message, self.membership.local.uuid, self.membership.is_alone)
+        if reason is None:
+            return
+        _log.error("the cluster refused this member: %s; stopping", reason)
+        print(f"jetlet member: the cluster refused this member: {reason}", file=sys.stderr)
+        self.exit_code = EXIT_REFUSED
+        self.stopping.set()
 
     async def _tick_forever(self) -> None:
         assert self.membership is not None
@@ -340,7 +405,7 @@ async def _serve(member: Member) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a member until SIGTERM/SIGINT; 0 on a clean stop, 2 on bad settings."""
+    """Run a member until SIGTERM/SIGINT; 0 on a clean stop, 2 on bad settings, 3 if a cluster refused it."""
     args = vars(build_parser().parse_args(argv))
     try:
         config = settings.load(args, os.environ)
@@ -365,12 +430,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        asyncio.run(_serve(Member(config, token, secret)))
+        member = Member(config, token, secret)
+        asyncio.run(_serve(member))
     except OSError as exc:  # a port taken between the check and the bind, an address not on this host
         _log.debug("the member could not start", exc_info=True)
         print(f"jetlet member: cannot start: {exc} (check --host, --rest-port, --data-port)", file=sys.stderr)
         return 2
-    return 0
+    return member.exit_code
 
 
 if __name__ == "__main__":

@@ -120,6 +120,31 @@ def encode_frame(msg_type: MessageType, payload: bytes = b"") -> bytes:
     return _HEADER.pack(len(payload), PROTOCOL_VERSION, msg_type) + payload
 
 
+class _FrameMac:
+    """HMAC-SHA256 of ``sequence | frame`` cut to :data:`TAG_SIZE`, with the keyed pads hashed once.
+
+    The same function as ``hmac.new(key, sequence | frame, "sha256").digest()[:16]`` (RFC 2104),
+    written out with copies of the two pre-keyed ``hashlib`` states: per frame that is six calls
+    into C instead of the ``hmac`` module's Python-level copy, half the cost for small frames.
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:
+            raise ValueError("a frame key must be at least 16 bytes")
+        block = (hashlib.sha256(key).digest() if len(key) > 64 else key).ljust(64, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
+
+    def tag(self, sequence: int, header: bytes | bytearray, payload: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(_SEQUENCE.pack(sequence))
+        inner.update(header)
+        inner.update(payload)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()[:TAG_SIZE]
+
+
 class FrameSealer:
     """Computes the tag of each outgoing frame of one direction of one connection (see the module doc).
 
@@ -129,19 +154,15 @@ class FrameSealer:
     """
 
     def __init__(self, key: bytes) -> None:
-        if len(key) < 16:
-            raise ValueError("a frame key must be at least 16 bytes")
-        self._mac = hmac.new(key, digestmod=hashlib.sha256)
+        self._mac = _FrameMac(key)
         self.sequence = 0
         """Frames sealed so far (the sequence number of the next one)."""
 
     def seal(self, frame: bytes) -> bytes:
         """The tag of ``frame`` (its header and payload, as :func:`encode_frame` wrote them)."""
-        mac = self._mac.copy()
-        mac.update(_SEQUENCE.pack(self.sequence))
-        mac.update(frame)
+        tag = self._mac.tag(self.sequence, b"", frame)
         self.sequence += 1
-        return mac.digest()[:TAG_SIZE]
+        return tag
 
 
 class FrameDecoder:
@@ -154,7 +175,7 @@ class FrameDecoder:
         self._offset = 0
         self._failed: ProtocolError | None = None
         self._closed = False
-        self._mac: hmac.HMAC | None = None
+        self._mac: _FrameMac | None = None
         self._sequence = 0
 
     @property
@@ -174,9 +195,7 @@ class FrameDecoder:
 
     def authenticate(self, key: bytes) -> None:
         """From the next frame on, expect a tag after each payload and check it with ``key``."""
-        if len(key) < 16:
-            raise ValueError("a frame key must be at least 16 bytes")
-        self._mac = hmac.new(key, digestmod=hashlib.sha256)
+        self._mac = _FrameMac(key)
         self._sequence = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
@@ -229,13 +248,11 @@ class FrameDecoder:
         frame_end = payload_end + self.tag_size
         if frame_end > len(buffer):
             return None
-        payload = bytes(buffer[offset + HEADER_SIZE : payload_end])
+        with memoryview(buffer) as view:  # one copy of the payload (a bytearray slice would make two)
+            payload = bytes(view[offset + HEADER_SIZE : payload_end])
         if self._mac is not None:
-            mac = self._mac.copy()
-            mac.update(_SEQUENCE.pack(self._sequence))
-            mac.update(buffer[offset : offset + HEADER_SIZE])
-            mac.update(payload)
-            if not hmac.compare_digest(mac.digest()[:TAG_SIZE], bytes(buffer[payload_end:frame_end])):
+            tag = self._mac.tag(self._sequence, buffer[offset : offset + HEADER_SIZE], payload)
+            if not hmac.compare_digest(tag, buffer[payload_end:frame_end]):
                 name = MessageType(msg_type).name
                 raise AuthenticationError(
                     f"frame {self._sequence} after the handshake ({name}, {length} bytes) "

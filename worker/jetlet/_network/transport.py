@@ -290,9 +290,15 @@ class _Connection(asyncio.Protocol):
             )
             failure = _DuplicateConnection(reason)
         elif by_peer:
-            _log.warning(
-                "member %s: %s refused the connection: %s", self.owner.member_name, self.describe(), reason
-            )
+            suppressed = self.owner._log_limiter.admit("refused by the peer")
+            if suppressed is not None:
+                _log.warning(
+                    "member %s: %s refused the connection: %s%s",
+                    self.owner.member_name,
+                    self.describe(),
+                    reason,
+                    _suppressed_note(suppressed),
+                )
         else:
             self.owner._count_refusal(self, reason)
         if not by_peer:
