@@ -5,6 +5,8 @@ reorder, drop, alter) is refused before anything is decoded."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from typing import Any
 
@@ -188,6 +190,15 @@ def test_given_a_sealer_then_the_tag_covers_the_sequence_number() -> None:
     assert sealer.sequence == 2
     with pytest.raises(ValueError, match="16 bytes"):
         FrameSealer(b"short")
+
+
+def test_given_a_key_then_the_tag_is_hmac_sha256_of_the_sequence_and_the_frame_cut_to_16_bytes() -> None:
+    frame = encode_frame(MessageType.DATA, b"payload" * 100)
+    for key in (secrets.token_bytes(32), secrets.token_bytes(100)):
+        sealer = FrameSealer(key)
+        sealer.seal(frame)
+        expected = hmac.new(key, (1).to_bytes(8, "big") + frame, hashlib.sha256).digest()[:16]
+        assert sealer.seal(frame) == expected
 
 
 def test_given_printable_then_control_characters_are_escaped_for_the_log() -> None:

@@ -218,6 +218,7 @@ def test_given_tls_then_a_capture_of_the_data_port_shows_no_plaintext_frame(
     )
     relay = make(Relay, b.address)
     a.transport.connect("beta", *relay.address)
+    wait_until(lambda: b.transport.peers() == ["alpha"], "beta trusts alpha", DEADLINE_S)
     # when frames with a recognisable payload cross both ways
     a.transport.send("beta", MessageType.DATA, serialization.dumps([MARKER] * 3))
     b.transport.send("alpha", MessageType.CONTROL, serialization.dumps({"marker": MARKER}))
