@@ -297,3 +297,19 @@ async def test_over_https_the_api_server_is_checked_against_the_ca_file(
             await asyncio.to_thread(kube_discovery.list_pods, _target(f"https://127.0.0.1:{port}"))
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.asyncio
+async def test_an_api_that_hangs_up_mid_answer_is_a_failure_not_a_crash() -> None:
+    async def half_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"it')
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(half_answer, "127.0.0.1", 0)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        pods = kube_discovery.PodDiscovery(_target(f"http://127.0.0.1:{port}"))
+        assert await asyncio.to_thread(pods.addresses) == ()
+        assert pods.state == f"cannot reach http://127.0.0.1:{port}"

@@ -36,6 +36,7 @@ is logged once too.
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import logging
 import pathlib
@@ -193,7 +194,7 @@ def list_pods(where: Target) -> list[Pod]:
             body = json.loads(reply.read())
     except urllib.error.HTTPError as exc:
         raise KubernetesApiError(f"HTTP {exc.code} {exc.reason}", _status_message(exc)) from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         raise KubernetesApiError(f"cannot reach {where.api_server}", str(reason)) from None
     except ValueError as exc:
