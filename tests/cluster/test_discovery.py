@@ -34,6 +34,7 @@ def test_a_dns_entry_becomes_every_address_of_the_name() -> None:
 def test_the_real_resolver_resolves_localhost_and_tolerates_unknown_names() -> None:
     assert "127.0.0.1:8080" in discovery.resolve_host("localhost", 8080)
     assert discovery.resolve_host("no-such-host.invalid", 8080) == []
+    assert discovery.resolve_host("a" * 64 + ".invalid", 8080) == []
 
 
 @pytest.mark.parametrize("entry", ["dns:", "dns:name", "dns:name:port", "dns::80", "dns:name:70000"])

@@ -36,7 +36,7 @@ def resolve_host(name: str, port: int) -> list[str]:
     """The distinct IPv4/IPv6 addresses of ``name`` as ``host:port`` (IPv6 in brackets), sorted."""
     try:
         infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-    except OSError:
+    except (OSError, UnicodeError):  # UnicodeError: a label longer than 63 characters
         return []
     addresses = {str(info[4][0]) for info in infos}
     return sorted(f"[{a}]:{port}" if ":" in a else f"{a}:{port}" for a in addresses)
