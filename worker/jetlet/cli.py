@@ -24,6 +24,7 @@ is this command line too.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -123,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("jetlet: interrupted", file=sys.stderr)
         return commands.INTERRUPTED
+    except BrokenPipeError:  # `jetlet get-map NAME | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 def _main(arguments: list[str]) -> int:
