@@ -101,7 +101,7 @@ from typing import Any
 
 import _common
 from jetlet import errors
-from jetlet._cluster import coordinator
+from jetlet._cluster import snapshot_coordinator
 from jetlet.client import Client, RemoteJob
 from jetlet.config import JobConfig, ProcessingGuarantee
 from jetlet.local_cluster import local_cluster
@@ -783,7 +783,7 @@ def _snapshot_sizes_section(keys_list: Sequence[int], repeats: int, budget_s: fl
         if filled.failures:
             notes.append(
                 f"{keys:,} keys: {len(filled.failures)} snapshots failed meanwhile (the coordinator gives "
-                f"the members' parts {coordinator.SNAPSHOT_TIMEOUT_S:.0f} s): "
+                f"the members' parts {snapshot_coordinator.SNAPSHOT_TIMEOUT_S:.0f} s): "
                 + " | ".join(filled.failures[:3])
             )
         rows.append(

@@ -49,54 +49,58 @@ from typing import Any
 
 import cloudpickle
 
-from jetlet import config, errors, job
+from jetlet import config, errors, job, records
 from jetlet.core import dag as dag_mod
 
 LONG_POLL_S = 30.0
 """Longest single wait the member grants; longer waits repeat it."""
-_TERMINAL = frozenset({"COMPLETED", "FAILED"})
+_TERMINAL = records.TERMINAL_STATUSES
 _SEARCH_DEPTH = 6
 
 
 class RequestRefusedError(errors.JetletError):
-    """The member refused a request; ``status`` is the HTTP status, ``field`` the field it named."""
+    """The member refused a request; ``status`` is the HTTP status, ``field`` the field it named.
 
-    def __init__(self, message: str, status: int, field: str | None = None) -> None:
-        super().__init__(message)
+    A refusal with a typed code is raised as the matching subclass, which is also the
+    :mod:`jetlet.errors` type: ``except jetlet.errors.JobNotFoundError`` works on a client.
+    """
+
+    def __init__(
+        self, message: str, status: int, field: str | None = None, retry_after_s: float = 0.0
+    ) -> None:
+        errors.JetletError.__init__(self, message)
         self.status = status
-        self.field = field
+        self.field = field or ""
+        self.retry_after_s = retry_after_s
 
 
-@dataclasses.dataclass(frozen=True)
-class MemberView:
-    """One member as the cluster describes it."""
-
-    name: str
-    data_address: str
-    rest_address: str
-    is_coordinator: bool
+class InvalidJobRefused(RequestRefusedError, errors.InvalidJobError):
+    """400: the job or request is invalid (``field`` names what)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ClusterView:
-    """The cluster: its member list (oldest first), its coordinator and its partition table."""
+class JobNotFoundRefused(RequestRefusedError, errors.JobNotFoundError):
+    """404: no such job or snapshot."""
 
-    version: int
-    members: tuple[MemberView, ...]
-    coordinator: str
-    partition_count: int
-    partitions: dict[str, list[int]]
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ClusterView:
-        table = data.get("partition_table", {})
-        return cls(
-            version=int(data.get("version", 0)),
-            members=tuple(MemberView(**m) for m in data.get("members", [])),
-            coordinator=str(data.get("coordinator", "")),
-            partition_count=int(table.get("partition_count", 0)),
-            partitions={k: list(v) for k, v in table.get("members", {}).items()},
-        )
+class JobStateConflictRefused(RequestRefusedError, errors.JobStateConflictError):
+    """409: the job's state does not allow the operation."""
+
+
+class ClusterUnavailableRefused(RequestRefusedError, errors.ClusterUnavailableError):
+    """503: the cluster cannot answer now (a coordinator take-over); the client retried until its deadline."""
+
+
+_REFUSALS: dict[str, type[RequestRefusedError]] = {
+    errors.InvalidJobError.code: InvalidJobRefused,
+    errors.JobNotFoundError.code: JobNotFoundRefused,
+    errors.JobStateConflictError.code: JobStateConflictRefused,
+    errors.ClusterUnavailableError.code: ClusterUnavailableRefused,
+}
+UNAVAILABLE_RETRY_S = 30.0
+"""How long a client rides through 503 answers (a coordinator take-over) before it gives up."""
+
+MemberView = records.MemberView
+ClusterView = records.ClusterView
 
 
 def describe_unpicklable(definition: object) -> str:
@@ -263,14 +267,19 @@ class Client:
         req.add_header("Authorization", f"Bearer {self._token}")
         if data is not None:
             req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout + wait, context=self._ssl) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise _refusal(exc) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise errors.JetletError(f"cannot reach the member at {self.address}: {reason}") from exc
+        deadline = time.monotonic() + UNAVAILABLE_RETRY_S
+        while True:
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout + wait, context=self._ssl) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                refusal = _refusal(exc)
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise errors.JetletError(f"cannot reach the member at {self.address}: {reason}") from exc
+            if not isinstance(refusal, ClusterUnavailableRefused) or time.monotonic() > deadline:
+                raise refusal from None
+            time.sleep(min(max(refusal.retry_after_s, 0.1), 2.0))  # back off, then ask again
 
     def new_job(self, definition: object, job_config: config.JobConfig | None = None) -> RemoteJob:
         """Submit a Pipeline or DAG; returns at once with the job handle.
@@ -383,6 +392,34 @@ class Client:
         result: dict[str, Any] = self.request("GET", "/health")
         return result
 
+    def events(self, since: int = 0, timeout: float | None = None) -> Iterator[records.JobEvent]:
+        """The cluster's job events after id ``since``, as they happen (a long-poll loop).
+
+        Every job transition, snapshot, restart and member change, in order, each with
+        an ``id`` one above the last; resume a broken loop with ``since=`` the last id
+        seen. A reader that fell behind the log's bound gets a ``GAP`` event first.
+        With ``timeout`` the iteration ends once that many seconds passed; without,
+        it waits for news forever.
+
+        >>> import jetlet
+        >>> from jetlet.records import EventKind
+        >>> with jetlet.local_cluster(1) as cluster:  # doctest: +SKIP
+        ...     job = cluster.new_job(pipeline)
+        ...     for event in cluster.events(timeout=60):
+        ...         if event.kind is EventKind.JOB_STATUS and event.status == "COMPLETED":
+        ...             break
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = LONG_POLL_S if deadline is None else min(LONG_POLL_S, deadline - time.monotonic())
+            if left <= 0:
+                return
+            page = self.request("GET", f"/events?since={since}&timeout={left:.3f}", wait=left)
+            for data in page["events"]:
+                event = records.JobEvent.from_dict(data)
+                since = event.id
+                yield event
+
     def shutdown(self) -> None:
         """Release the client (it holds no connection between calls)."""
 
@@ -412,11 +449,12 @@ def _refusal(exc: urllib.error.HTTPError) -> RequestRefusedError:
         body = json.loads(exc.read())
     except ValueError:
         body = {}
-    message = body.get("error") if isinstance(body, dict) else None
-    field = body.get("field") if isinstance(body, dict) else None
-    return RequestRefusedError(
-        f"the member refused the request ({exc.code}): {message or exc.reason}", exc.code, field
-    )
+    if not isinstance(body, dict):
+        body = {}
+    message = body.get("error") or exc.reason
+    kind = _REFUSALS.get(str(body.get("code", "")), RequestRefusedError)
+    retry = float(body.get("retry_after_s", 0.0) or exc.headers.get("Retry-After", 0) or 0)
+    return kind(f"the member refused the request ({exc.code}): {message}", exc.code, body.get("field"), retry)
 
 
 class RemoteJob(job.Job):

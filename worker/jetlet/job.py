@@ -10,8 +10,8 @@ from collections.abc import Generator
 from typing import Any
 
 
-class JobStatus(enum.Enum):
-    """The life of a job, with Jet's state names."""
+class JobStatus(enum.StrEnum):
+    """The life of a job, with Jet's state names (equal to their names as strings)."""
 
     NOT_RUNNING = "NOT_RUNNING"
     STARTING = "STARTING"

@@ -13,7 +13,7 @@ thread until SIGTERM or SIGINT:
   per pair carries the job protocol, the distributed edges' packets and
   their flow control);
 * the REST API (``jetlet._cluster.rest``) serves the job service, a
-  ``jetlet._cluster.coordinator.ClusterJobService``: the coordinator runs
+  ``jetlet._cluster.cluster_service.ClusterJobService``: the coordinator runs
   each job on every member, the others forward their calls to it — and the
   ``/cluster`` description;
 * membership (``jetlet._cluster.membership``, sans-IO) is driven by a
@@ -62,7 +62,7 @@ import aiohttp
 from jetlet import _embedded
 from jetlet._cluster import (
     admission,
-    coordinator,
+    cluster_service,
     discovery,
     member_flags,
     membership,
@@ -112,10 +112,10 @@ class Member:
         self.secret = secret
         self.stopping = asyncio.Event()
         self.instance = _embedded.embedded(config.instance_config())
-        self.service: coordinator.ClusterJobService | None = None
+        self.service: cluster_service.ClusterJobService | None = None
         self.transport: transport_mod.Transport | None = None
         self.membership: membership.Membership | None = None
-        self.table: partition_table.PartitionTable | None = None
+        self._names: tuple[str, ...] = ()
         self._session: aiohttp.ClientSession | None = None
         self.exit_code = 0
         """Non-zero once the member stops because a cluster refused it (see ``_on_refused``)."""
@@ -141,17 +141,29 @@ class Member:
             else None
         )
 
+    @property
+    def table(self) -> partition_table.PartitionTable | None:
+        """The partition table the coordinator installed on this member (the one every reader uses)."""
+        return self.service.tables.current if self.service is not None else None
+
     def describe(self) -> dict[str, Any]:
-        assert self.membership is not None and self.table is not None
-        return {**self.membership.describe(), "partition_table": self.table.to_dict()}
+        assert self.membership is not None
+        table = self.table
+        return {
+            **self.membership.describe(),
+            "partition_table": table.to_dict() if table is not None else None,
+        }
 
     def _refresh_table(self) -> None:
+        """Tell the job service of a new member list (its coordinator installs the partition table)."""
         assert self.membership is not None
-        names = list(self.membership.member_list.names)
-        if self.table is None or list(self.table.members) != names:
-            self.table = partition_table.PartitionTable.assign(names, self.config.partition_count, self.table)
+        names = tuple(self.membership.member_list.names)
+        if names != self._names:
+            self._names = names
             if self.service is not None:
                 self.service.on_members_changed(names)
+        if self.service is not None:
+            self.service.tick()
         self._connect_data_ports()
 
     def _connect_data_ports(self) -> None:
@@ -302,7 +314,7 @@ class Member:
             receive_window_multiplier=config.receive_window_multiplier,
             packet_size_limit=config.packet_size_limit,
         )
-        self.service = coordinator.ClusterJobService(
+        self.service = cluster_service.ClusterJobService(
             transport.member_name,
             transport,
             self.member_names,

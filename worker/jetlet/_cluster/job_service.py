@@ -3,14 +3,15 @@
 Theory of operation
 -------------------
 The REST layer (``rest.py``) never touches the engine. It calls a
-:class:`JobService`: submit a serialized job definition (a cloudpickled
-``DAG`` or ``Pipeline``) with ``JobConfig`` fields, list and get jobs, wait
-for one (``join``), cancel, suspend, resume, restart, read metrics, and read
-the member's named lists, maps and observables. Everything it returns is a
-plain value: :class:`JobRecord` dataclasses whose ``status`` is one of
-Jet's ``JobStatus`` names, dictionaries of metrics, and Python data that the
-REST layer serializes for the authenticated client. The distributed
-coordinator (``coordinator.py``) implements the same protocol.
+:class:`JobService`: submit a job definition (a cloudpickled, already
+planned ``DAG``) with ``JobConfig`` fields, list and get jobs, wait for one
+(``join``), cancel, suspend, resume, restart, read metrics, follow the job
+event feed, and read the member's named lists, maps and observables.
+Everything it returns is a plain value: :class:`~jetlet.records.JobRecord`
+dataclasses, dictionaries of metrics, and Python data that the REST layer
+serializes for the authenticated client. Refusals are the typed errors of
+:mod:`jetlet.errors`. The cluster's job service (``cluster_service.py``)
+implements the same protocol.
 
 :class:`EmbeddedJobService` runs every job on one ``jetlet.embedded()``
 instance, so a single member (or a member before the distributed
@@ -18,13 +19,15 @@ coordinator is wired) is fully functional. A job keeps its definition bytes;
 each *execution* is a fresh ``new_job`` on the instance from a fresh
 unpickling, so ``suspend`` cancels the execution and remembers the job as
 ``SUSPENDED``, ``resume`` starts a new execution, and ``restart`` does both.
-Execution state is not kept across these (that is the snapshot issue's
-work), so the job runs again from the beginning. Job names are unique among
-active jobs; a cancelled job ends ``FAILED``, as in Jet.
+An embedded member keeps no snapshots, so the job runs again from the
+beginning. Job names are unique among active jobs; a cancelled job ends
+``FAILED``, as in Jet. Job transitions are appended to an event log of its
+own, so the event feed works on one member too.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import itertools
 import os
@@ -35,69 +38,14 @@ from typing import Any, Protocol
 
 import cloudpickle
 
-from jetlet import _embedded, config, errors, job
+from jetlet import _embedded, config, errors, job, records
+from jetlet._cluster import events as events_mod
 from jetlet.core import dag as dag_mod
 
-TERMINAL = frozenset({job.JobStatus.COMPLETED.value, job.JobStatus.FAILED.value})
-
-
-class UnknownJobError(errors.JetletError):
-    """No job has this id or name."""
-
-
-class InvalidJobRequestError(errors.JetletError):
-    """A request names a bad field or value; ``field`` names it."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-
-
-@dataclasses.dataclass(frozen=True)
-class JobRecord:
-    """What is known about one job, as plain values."""
-
-    id: int
-    name: str
-    status: str
-    """One of Jet's ``JobStatus`` names."""
-    submission_time: int
-    """Milliseconds since the epoch."""
-    completion_time: int | None
-    failure: str
-    """The failure message (empty unless ``FAILED``)."""
-    failure_traceback: str
-    """The failing user code's traceback, as text."""
-    cancelled: bool
-    """``FAILED`` because it was cancelled."""
-    config: dict[str, Any]
-    dag_dot: str
-    suspension_cause: str = ""
-    """Why a ``SUSPENDED`` job is suspended."""
-    snapshot: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The last complete snapshot (``id``, ``time``, ``bytes``, ``entries``, ``duration_ms``), ``count``."""
-
-    @property
-    def id_string(self) -> str:
-        return job.id_to_string(self.id)
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-friendly dictionary (``id`` as a decimal string: JSON loses big integers)."""
-        data = dataclasses.asdict(self)
-        data["id"] = str(self.id)
-        data["id_string"] = self.id_string
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in fields}
-        values["id"] = int(values["id"])
-        return cls(**values)
+TERMINAL = records.TERMINAL_STATUSES
+JobRecord = records.JobRecord
+InvalidJobRequestError = errors.InvalidJobError
+"""The name the REST layer's submission code uses for :class:`jetlet.errors.InvalidJobError`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +97,10 @@ class JobService(Protocol):
         """Items from ``from_position``; waits up to ``timeout`` s for one when there is none yet."""
         ...
 
+    def events(self, since: int, timeout: float) -> concurrent.futures.Future[events_mod.EventsPage]:
+        """The job events after ``since``, once there is one (the caller bounds the wait by ``timeout``)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -158,17 +110,17 @@ _CONFIG_FIELDS = {f.name for f in dataclasses.fields(config.JobConfig)}
 def job_config_from_dict(data: Mapping[str, Any]) -> config.JobConfig:
     """A ``JobConfig`` from JSON fields; raises :class:`InvalidJobRequestError` naming a bad field."""
     if not isinstance(data, Mapping):
-        raise InvalidJobRequestError("config", "must be an object of JobConfig fields")
+        raise errors.InvalidJobError("config", "must be an object of JobConfig fields")
     values = dict(data)
     for key in values:
         if key not in _CONFIG_FIELDS:
-            raise InvalidJobRequestError(f"config.{key}", "is not a JobConfig field")
+            raise errors.InvalidJobError(f"config.{key}", "is not a JobConfig field")
     guarantee = values.get("processing_guarantee")
     if guarantee is not None:
         try:
             values["processing_guarantee"] = config.ProcessingGuarantee(guarantee)
         except ValueError:
-            raise InvalidJobRequestError(
+            raise errors.InvalidJobError(
                 "config.processing_guarantee",
                 f"must be one of NONE, AT_LEAST_ONCE, EXACTLY_ONCE: {guarantee!r}",
             ) from None
@@ -176,7 +128,7 @@ def job_config_from_dict(data: Mapping[str, Any]) -> config.JobConfig:
         return config.JobConfig(**values)
     except (ValueError, TypeError) as exc:
         field = next((k for k in values if k in str(exc)), "")
-        raise InvalidJobRequestError(f"config.{field}" if field else "config", str(exc)) from None
+        raise errors.InvalidJobError(f"config.{field}" if field else "config", str(exc)) from None
 
 
 def job_config_to_dict(job_config: config.JobConfig) -> dict[str, Any]:
@@ -186,24 +138,17 @@ def job_config_to_dict(job_config: config.JobConfig) -> dict[str, Any]:
     return data
 
 
-def load_definition(definition: bytes) -> dag_mod.DAG:
-    """Unpickle a job definition (a DAG, or a Pipeline turned into its DAG)."""
+def load_dag(definition: bytes) -> dag_mod.DAG:
+    """The planned DAG of a job definition (a member unpickles DAGs only: planning happened once, before)."""
     try:
         loaded = cloudpickle.loads(definition)
     except Exception as exc:
-        raise InvalidJobRequestError(
+        raise errors.InvalidJobError(
             "definition", f"cannot be unpickled: {type(exc).__name__}: {exc}"
         ) from exc
-    if isinstance(loaded, dag_mod.DAG):
-        return loaded
-    to_dag = getattr(loaded, "to_dag", None)
-    if callable(to_dag):
-        dag = to_dag()
-        if isinstance(dag, dag_mod.DAG):
-            return dag
-    raise InvalidJobRequestError(
-        "definition", f"must be a DAG or a Pipeline, got {type(loaded).__qualname__}"
-    )
+    if not isinstance(loaded, dag_mod.DAG):
+        raise errors.InvalidJobError("definition", f"must be a planned DAG, got {type(loaded).__qualname__}")
+    return loaded
 
 
 class _ServiceJob:
@@ -219,20 +164,20 @@ class _ServiceJob:
         self.suspended = False
         self.dag_dot = ""
 
-    def status(self) -> str:
+    def status(self) -> job.JobStatus:
         if self.suspended:
-            return job.JobStatus.SUSPENDED.value
+            return job.JobStatus.SUSPENDED
         if self.execution is None:
-            return job.JobStatus.NOT_RUNNING.value
+            return job.JobStatus.NOT_RUNNING
         if self.execution.status.is_terminal and not self.execution.future.done():
-            return job.JobStatus.COMPLETING.value
-        return self.execution.status.value
+            return job.JobStatus.COMPLETING
+        return self.execution.status
 
     def record(self) -> JobRecord:
         failure, trace, cancelled = "", "", False
         execution = self.execution
         status = self.status()
-        if execution is not None and status == job.JobStatus.FAILED.value:
+        if execution is not None and status is job.JobStatus.FAILED:
             error = execution.future.exception(0)
             cancelled = isinstance(error, errors.JobCancelledError)
             failure = str(error.args[0]) if error is not None and error.args else repr(error)
@@ -261,34 +206,51 @@ class EmbeddedJobService:
         self._jobs: dict[int, _ServiceJob] = {}
         self._ids = itertools.count(int.from_bytes(os.urandom(6), "big") << 16)
         self._changed = threading.Condition()
+        self.event_log = events_mod.EventLog()
+
+    def _announce(self, entry: _ServiceJob, reason: str = "") -> None:
+        status = entry.status()
+        self.event_log.append(
+            records.EventKind.JOB_STATUS,
+            job_id=entry.id,
+            job_name=entry.name,
+            status=status.value,
+            reason=reason,
+        )
 
     def submit(self, definition: bytes, job_config: Mapping[str, Any]) -> JobRecord:
         parsed = job_config_from_dict(job_config)
         if parsed.initial_snapshot_name:  # an embedded member keeps no snapshots
-            raise InvalidJobRequestError(
+            raise errors.InvalidJobError(
                 "config.initial_snapshot_name",
                 f"no snapshot named {parsed.initial_snapshot_name!r} exists in this cluster",
             )
-        dag = load_definition(definition)
+        dag = load_dag(definition)
         dag.validate()
         with self._changed:
             if parsed.name is not None and any(
                 j.name == parsed.name and j.status() not in TERMINAL for j in self._jobs.values()
             ):
-                raise errors.JetletError(f"a job named {parsed.name!r} is already active")
+                raise errors.JobStateConflictError(f"a job named {parsed.name!r} is already active")
             job_id = next(self._ids)
             entry = _ServiceJob(job_id, parsed.name or job.id_to_string(job_id), definition, parsed)
             entry.dag_dot = dag.to_dot()
             self._jobs[job_id] = entry
             self._start(entry, dag)
-            return entry.record()
+        self._announce(entry, "submitted")
+        return entry.record()
 
     def _start(self, entry: _ServiceJob, dag: dag_mod.DAG) -> None:
         execution_config = dataclasses.replace(entry.config, name=None)
         execution = self.instance.new_job(dag, execution_config)
         entry.execution = execution
         entry.suspended = False
-        execution.future.add_done_callback(lambda _: self._notify())
+        execution.future.add_done_callback(lambda _: self._ended(entry, execution))
+
+    def _ended(self, entry: _ServiceJob, execution: _embedded.EmbeddedJob) -> None:
+        if entry.execution is execution and not entry.suspended:
+            self._announce(entry, "the execution ended")
+        self._notify()
 
     def _notify(self) -> None:
         with self._changed:
@@ -300,7 +262,7 @@ class EmbeddedJobService:
                 return self._jobs[int(key)]
             named = [j for j in self._jobs.values() if key in (j.name, job.id_to_string(j.id))]
         if not named:
-            raise UnknownJobError(f"no job with id or name {key!r}")
+            raise errors.JobNotFoundError(f"no job with id or name {key!r}")
         return max(named, key=lambda j: j.submission_time)
 
     def list_jobs(self) -> list[JobRecord]:
@@ -321,7 +283,7 @@ class EmbeddedJobService:
         entry = self._find(key)
         with self._changed:
             if entry.status() in TERMINAL:
-                raise errors.JetletError(f"job {entry.name!r} has already ended ({entry.status()})")
+                raise errors.JobStateConflictError(f"job {entry.name!r} has already ended ({entry.status()})")
             if entry.suspended:
                 entry.suspended = False
                 self._changed.notify_all()
@@ -339,10 +301,13 @@ class EmbeddedJobService:
 
     def suspend(self, key: str) -> JobRecord:
         entry = self._find(key)
-        if entry.status() != job.JobStatus.RUNNING.value:
-            raise errors.JetletError(f"job {entry.name!r} is not running ({entry.status()}), cannot suspend")
+        if entry.status() is not job.JobStatus.RUNNING:
+            raise errors.JobStateConflictError(
+                f"job {entry.name!r} is not running ({entry.status()}), cannot suspend"
+            )
         entry.suspended = True
         self._stop_execution(entry)
+        self._announce(entry, "suspended by the user")
         self._notify()
         return entry.record()
 
@@ -350,18 +315,21 @@ class EmbeddedJobService:
         entry = self._find(key)
         with self._changed:
             if not entry.suspended:
-                raise errors.JetletError(f"job {entry.name!r} is not suspended ({entry.status()})")
-            self._start(entry, load_definition(entry.definition))
-            return entry.record()
+                raise errors.JobStateConflictError(f"job {entry.name!r} is not suspended ({entry.status()})")
+            self._start(entry, load_dag(entry.definition))
+        self._announce(entry, "resumed")
+        return entry.record()
 
     def restart(self, key: str) -> JobRecord:
         entry = self._find(key)
-        if entry.status() != job.JobStatus.RUNNING.value:
-            raise errors.JetletError(f"job {entry.name!r} is not running ({entry.status()}), cannot restart")
+        if entry.status() is not job.JobStatus.RUNNING:
+            raise errors.JobStateConflictError(
+                f"job {entry.name!r} is not running ({entry.status()}), cannot restart"
+            )
         entry.suspended = True
         self._stop_execution(entry)
         with self._changed:
-            self._start(entry, load_definition(entry.definition))
+            self._start(entry, load_dag(entry.definition))
             return entry.record()
 
     def export_snapshot(self, key: str, name: str, cancel: bool) -> dict[str, Any]:
@@ -374,7 +342,7 @@ class EmbeddedJobService:
         return []
 
     def delete_snapshot(self, name: str) -> None:
-        raise UnknownJobError(f"no snapshot named {name!r}")
+        raise errors.JobNotFoundError(f"no snapshot named {name!r}")
 
     def metrics(self, key: str) -> dict[str, Any]:
         execution = self._find(key).execution
@@ -391,7 +359,11 @@ class EmbeddedJobService:
     def observable_items(self, name: str, from_position: int, timeout: float) -> ObservableSlice:
         return read_observable(self.instance, name, from_position, timeout)
 
+    def events(self, since: int, timeout: float) -> concurrent.futures.Future[events_mod.EventsPage]:
+        return self.event_log.read_async(since)
+
     def close(self) -> None:
+        self.event_log.close()
         self.instance.shutdown()
 
 

@@ -43,6 +43,7 @@ import functools
 import hmac
 import json
 import logging
+import math
 import ssl
 import threading
 from collections.abc import Awaitable, Callable
@@ -52,6 +53,7 @@ import cloudpickle
 from aiohttp import web
 
 from jetlet import errors
+from jetlet._cluster import events as events_mod
 from jetlet._cluster import job_definition, job_service
 
 _log = logging.getLogger(__name__)
@@ -64,6 +66,8 @@ ReadinessReport = Callable[[], dict[str, Any]]
 T = TypeVar("T")
 
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
+SSE_POLL_S = 15.0
+"""How long one wait of an event stream lasts before a keep-alive comment is sent."""
 MAX_JOIN_WAIT_S = 30.0
 """Longest one ``join`` or observable request waits; clients repeat it to wait longer."""
 
@@ -145,13 +149,14 @@ async def _auth_and_errors(request: web.Request, handler: Handler) -> web.Stream
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
-    except job_service.InvalidJobRequestError as exc:
-        _counted(request, "refused_bad_request")
-        return _error(400, str(exc), exc.field)
-    except job_service.UnknownJobError as exc:
-        return _error(404, str(exc))
-    except errors.JetletError as exc:
-        return _error(409, str(exc))
+    except errors.JetletError as exc:  # typed: the client raises the same type (jetlet.errors.from_wire)
+        if isinstance(exc, errors.InvalidJobError):
+            _counted(request, "refused_bad_request")
+        wire = errors.to_wire(exc)
+        response = web.json_response({"error": str(exc), **wire}, status=exc.http_status)
+        if isinstance(exc, errors.ClusterUnavailableError):
+            response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        return response
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -264,13 +269,13 @@ async def _join(request: web.Request) -> web.Response:
     return web.json_response((await _blocking(request, call)).to_dict())
 
 
-def _operation(name: str) -> Handler:
+def _operation(perform: Callable[[job_service.JobService, str], Any], summary: str) -> Handler:
     async def handle(request: web.Request) -> web.Response:
         await _json_body(request)
-        call = functools.partial(getattr(_service(request), name), request.match_info["job"])
+        call = functools.partial(perform, _service(request), request.match_info["job"])
         return web.json_response((await _blocking(request, call)).to_dict())
 
-    handle.__doc__ = f"{name.capitalize()} the job."
+    handle.__doc__ = summary
     return handle
 
 
@@ -333,6 +338,53 @@ async def _membership(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
+async def _events(request: web.Request) -> web.StreamResponse:
+    """The job-event feed: JSON long-poll (``?since=N&timeout=S``), or server-sent events."""
+    since = _query_number(request, "since", 0, int)
+    if "text/event-stream" in request.headers.get("Accept", ""):
+        last_seen = request.headers.get("Last-Event-ID", "")
+        if last_seen:
+            if not last_seen.isdigit():
+                raise BadRequest("Last-Event-ID", f"must be an event id (a number), got {last_seen!r}")
+            since = int(last_seen)
+        return await _event_stream(request, since)
+    timeout = min(_query_number(request, "timeout", 0.0), MAX_JOIN_WAIT_S)
+    page = await _next_events(request, since, timeout)
+    return web.json_response({"events": [e.to_dict() for e in page.events], "last_id": page.last_id})
+
+
+async def _next_events(request: web.Request, since: int, timeout: float) -> events_mod.EventsPage:
+    future = _service(request).events(since, timeout)
+    try:
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout + 5.0)
+    except TimeoutError:
+        return events_mod.EventsPage([], since)
+
+
+async def _event_stream(request: web.Request, since: int) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    backoff = 0.1
+    while True:
+        try:
+            page = await _next_events(request, since, SSE_POLL_S)
+        except errors.ClusterUnavailableError as exc:  # a take-over: the stream rides through it
+            await asyncio.sleep(max(exc.retry_after_s, backoff))
+            backoff = min(backoff * 2, 5.0)
+            continue
+        backoff = 0.1
+        chunks = [
+            f"id: {e.id}\nevent: {e.kind.value}\ndata: {json.dumps(e.to_dict())}\n\n" for e in page.events
+        ]
+        try:
+            await response.write(("".join(chunks) or ": keep-alive\n\n").encode())
+        except (ConnectionResetError, RuntimeError):
+            break
+        if page.events:
+            since = page.events[-1].id
+    return response
+
+
 async def _openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi_document())
 
@@ -342,6 +394,13 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/ready", _ready, "Readiness: 200 when joined with a coordinator and partition table, else 503."),
     ("GET", "/openapi.json", _openapi, "This OpenAPI document."),
     ("GET", "/cluster", _cluster, "Members, coordinator and partition table."),
+    (
+        "GET",
+        "/events",
+        _events,
+        "The job-event feed after ?since=N (waiting ?timeout=S for one); with Accept: text/event-stream, "
+        "server-sent events resumable with Last-Event-ID.",
+    ),
     ("GET", "/jobs", _list_jobs, "Every job known to the cluster."),
     (
         "POST",
@@ -354,10 +413,30 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/jobs/{job}", _get_job, "A job's status, config, DAG (DOT) and failure."),
     ("GET", "/jobs/{job}/metrics", _metrics, "A job's metrics."),
     ("POST", "/jobs/{job}/join", _join, "Wait up to {timeout} seconds (at most 30) for the job to end."),
-    ("POST", "/jobs/{job}/cancel", _operation("cancel"), "Cancel the job (it ends FAILED)."),
-    ("POST", "/jobs/{job}/suspend", _operation("suspend"), "Suspend the job."),
-    ("POST", "/jobs/{job}/resume", _operation("resume"), "Resume a suspended job."),
-    ("POST", "/jobs/{job}/restart", _operation("restart"), "Restart the job's execution."),
+    (
+        "POST",
+        "/jobs/{job}/cancel",
+        _operation(lambda service, key: service.cancel(key), "Cancel the job."),
+        "Cancel the job (it ends FAILED).",
+    ),
+    (
+        "POST",
+        "/jobs/{job}/suspend",
+        _operation(lambda service, key: service.suspend(key), "Suspend the job."),
+        "Suspend the job.",
+    ),
+    (
+        "POST",
+        "/jobs/{job}/resume",
+        _operation(lambda service, key: service.resume(key), "Resume the job."),
+        "Resume a suspended job.",
+    ),
+    (
+        "POST",
+        "/jobs/{job}/restart",
+        _operation(lambda service, key: service.restart(key), "Restart the job."),
+        "Restart the job's execution.",
+    ),
     (
         "POST",
         "/jobs/{job}/export-snapshot",

@@ -96,6 +96,7 @@ def build(
     partition_owners: Sequence[int] | None = None,
     member_snapshots: snapshots.MemberSnapshots | None = None,
     restored: Mapping[str, Sequence[Sequence[tuple[Any, Any]]]] | None = None,
+    execution_id: int = 0,
 ) -> ExecutionPlan:
     """Plan ``dag`` for the member ``member_index`` of ``member_count``.
 
@@ -130,6 +131,7 @@ def build(
             job_arguments=job_config.arguments,
             logger=logger,
             data_store=data_store,
+            execution_id=execution_id,
         )
         meta = vertex.meta_supplier
         meta.init(meta_context)

@@ -55,6 +55,9 @@ class MetaSupplierContext:
     logger: logging.Logger
     data_store: Any = dataclasses.field(default=None, kw_only=True, compare=False)
     """The member's named lists, maps and observables (None outside a member)."""
+    execution_id: int = dataclasses.field(default=0, kw_only=True)
+    """This run of the job: a new one after every restart, resume or rescale. ``job_id`` stays the same
+    across them (sinks name their transactions by it); the execution id tells runs apart (0 embedded)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,241 @@
+"""The coordinator's job lifecycle, deterministically, on an in-memory cluster (no processes, no sleeps).
+
+Each test is a scenario from Jet's coordinator: a member lost at each phase
+of an execution (init, start, running, during a snapshot, during a restart),
+the coordinator lost, a member hung, a member joining during a restart. The
+real control channel and coordinator parts run on in-memory fakes
+(``inmemory.py``); the test decides when frames are delivered and when time
+passes, so every run is the same and takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from inmemory import InMemoryCluster
+
+from jetlet import errors
+from jetlet._cluster import snapshot_coordinator
+from jetlet._cluster.control import Operation
+from jetlet.records import EventKind
+
+pytestmark = pytest.mark.timeout(10)
+
+SNAPSHOTS = {"processing_guarantee": "EXACTLY_ONCE", "snapshot_interval_millis": 1000}
+
+
+def running_execution(cluster: InMemoryCluster, job_id: int) -> int:
+    record = cluster.record(job_id)
+    assert record.status == "RUNNING", record
+    return record.execution_id
+
+
+def test_a_job_runs_on_every_member_and_completes_when_all_are_done() -> None:
+    # given three members
+    cluster = InMemoryCluster(["a", "b", "c"])
+    # when a job is submitted through a member that is not the coordinator
+    job = cluster.submit(at="b")
+    # then every member initialized the one execution, and the job runs
+    execution = running_execution(cluster, job.id)
+    assert [len(cluster.nodes[m].executions.inits) for m in "abc"] == [1, 1, 1]
+    # when two members finish, it still runs; when the third does, it completes
+    cluster.nodes["a"].executions.complete(execution)
+    cluster.nodes["b"].executions.complete(execution)
+    cluster.settle()
+    assert cluster.record(job.id).status == "RUNNING"
+    cluster.nodes["c"].executions.complete(execution)
+    cluster.settle()
+    assert cluster.record(job.id).status == "COMPLETED"
+    # and the event feed shows each transition in order
+    statuses = [e.status for e in cluster.events() if e.kind is EventKind.JOB_STATUS]
+    assert statuses == ["STARTING", "RUNNING", "COMPLETED"]
+
+
+def test_a_member_failing_fails_the_job_with_its_traceback_once() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    job = cluster.submit()
+    execution = running_execution(cluster, job.id)
+    # when b's share fails with the user's error
+    cluster.nodes["b"].executions.complete(execution, error="Traceback ...\nValueError: bad item 7")
+    cluster.settle()
+    # then a's share is cancelled and the job fails with b's message and traceback
+    record = cluster.record(job.id)
+    assert record.status == "FAILED" and not record.cancelled
+    assert record.failure == "job failed on member b: ValueError: bad item 7"
+    assert record.failure_traceback.count("ValueError: bad item 7") == 1
+    assert cluster.nodes["a"].executions.running == {}
+
+
+def test_a_member_lost_during_init_restarts_the_execution_without_it() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    cluster.nodes["c"].executions.hung = True  # c never answers init...
+    job = cluster.submit()
+    assert cluster.record(job.id).status == "STARTING"
+    # when c's connection drops
+    cluster.kill("c")
+    # then a new execution starts on a and b only, and runs
+    execution = running_execution(cluster, job.id)
+    latest = cluster.nodes["a"].executions.inits[-1]
+    assert latest["execution_id"] == execution and latest["members"] == ["a", "b"]
+
+
+def test_an_init_error_fails_the_job_naming_the_member() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    cluster.nodes["b"].executions.fail_init = "no module named 'missing'"
+    job = cluster.submit()
+    record = cluster.record(job.id)
+    assert record.status == "FAILED"
+    assert "member b" in record.failure and "no module named 'missing'" in record.failure
+
+
+def test_a_member_lost_while_running_restarts_the_job_from_its_last_snapshot() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    first = running_execution(cluster, job.id)
+    # given a complete snapshot
+    cluster.advance(1.0)
+    assert cluster.record(job.id).last_snapshot is not None
+    snapshot_id = cluster.record(job.id).last_snapshot.id  # type: ignore[union-attr]
+    # when b is killed
+    cluster.kill("b")
+    # then the job runs again as a new execution on a and c, restoring that snapshot
+    second = running_execution(cluster, job.id)
+    assert second != first and cluster.record(job.id).restarts == 1
+    init = cluster.nodes["a"].executions.inits[-1]
+    assert init["members"] == ["a", "c"]
+    assert init["restore"] == {"prefix": f"snapshot/{job.id}/{snapshot_id}", "snapshot_id": snapshot_id}
+    kinds = [e.kind for e in cluster.events()]
+    assert EventKind.MEMBER_LEFT in kinds and EventKind.JOB_RESTARTED in kinds
+
+
+def test_a_member_lost_during_a_snapshot_fails_it_and_restarts_from_the_previous_one() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    cluster.advance(1.0)  # snapshot 1 completes
+    # given b hangs, so snapshot 2 stays in flight
+    cluster.nodes["b"].executions.hung = True
+    cluster.advance(1.0)
+    assert cluster.record(job.id).last_snapshot.id == 1  # type: ignore[union-attr]
+    # when b's connection drops mid-snapshot
+    cluster.kill("b")
+    # then snapshot 2 failed (its sinks roll back), and the job restarted from snapshot 1
+    execution = running_execution(cluster, job.id)
+    init = cluster.nodes["a"].executions.inits[-1]
+    assert init["execution_id"] == execution and init["restore"]["snapshot_id"] == 1
+    assert any(
+        e.kind is EventKind.SNAPSHOT_FAILED and e.details["snapshot_id"] == 2 for e in cluster.events()
+    )
+    assert (init["execution_id"], 2, False) not in cluster.nodes["a"].executions.commits
+    assert f"snapshot/{job.id}/2" in cluster.store.deleted
+
+
+def test_a_member_lost_during_a_restart_starts_the_job_again_on_the_rest() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    # given c will not answer the restart's init
+    cluster.nodes["c"].executions.hang_init = True
+    cluster.kill("b")  # the restart begins; c hangs in its init
+    assert cluster.record(job.id).status == "STARTING"
+    # when c is lost too
+    cluster.kill("c")
+    # then the job runs on a alone, from the same snapshot
+    execution = running_execution(cluster, job.id)
+    init = cluster.nodes["a"].executions.inits[-1]
+    assert init["execution_id"] == execution and init["members"] == ["a"]
+    assert init["restore"]["snapshot_id"] == 1
+
+
+def test_the_coordinator_lost_another_member_takes_over_and_runs_the_job_on() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    events_before = cluster.events()
+    # when the coordinator a dies
+    cluster.kill("a")
+    # then b loads the records from the replicated store and runs the job on b and c
+    assert cluster.coordinator() == "b"
+    execution = running_execution(cluster, job.id)
+    init = cluster.nodes["b"].executions.inits[-1]
+    assert init["execution_id"] == execution and init["members"] == ["b", "c"]
+    # and b's event feed continues a's, with the take-over in it
+    events = cluster.events(at="b")
+    assert [e.id for e in events[: len(events_before)]] == [e.id for e in events_before]
+    assert any(e.kind is EventKind.COORDINATOR_CHANGED and e.member == "b" for e in events)
+    assert [e.id for e in events] == list(range(1, len(events) + 1))
+
+
+def test_a_hung_member_fails_the_snapshot_after_its_timeout_and_the_job_restarts_once_dropped() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    cluster.nodes["c"].executions.hung = True  # connected, but answering nothing
+    cluster.advance(1.0)
+    # when the snapshot timeout passes
+    cluster.advance(snapshot_coordinator.SNAPSHOT_TIMEOUT_S)
+    # then the snapshot failed
+    failed = [e for e in cluster.events() if e.kind is EventKind.SNAPSHOT_FAILED]
+    assert failed and "c" in failed[0].reason
+    # and once the membership drops c, the job restarts without it
+    cluster.drop("c")
+    running_execution(cluster, job.id)
+    assert cluster.nodes["a"].executions.inits[-1]["members"] == ["a", "b"]
+
+
+def test_a_member_joining_during_a_restart_is_used_after_the_scale_up_delay() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"], scale_up_delay_s=10.0)
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    cluster.nodes["c"].executions.hang_init = True
+    cluster.kill("b")  # a restart on a and c begins; c hangs in init
+    # when d joins during the restart
+    cluster.join("d")
+    cluster.kill("c")
+    first = running_execution(cluster, job.id)
+    assert cluster.nodes["a"].executions.inits[-1]["members"] == ["a", "d"]
+    # then, once the scale-up delay passes, nothing more happens (d is already in)
+    cluster.advance(10.0)
+    assert cluster.record(job.id).execution_id == first
+    # and a member joining a running job makes it rescale after the delay, not before
+    cluster.join("e")
+    cluster.advance(5.0)
+    assert cluster.record(job.id).execution_id == first
+    cluster.advance(5.0)
+    assert cluster.nodes["a"].executions.inits[-1]["members"] == ["a", "d", "e"]
+
+
+def test_suspend_takes_a_terminal_snapshot_and_resume_restores_it() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    suspended = cluster.ask("b", Operation.SUSPEND_JOB, key=str(job.id))
+    cluster.settle()
+    assert suspended.result(0)["record"]["status"] == "SUSPENDED"
+    last = cluster.record(job.id).last_snapshot
+    assert last is not None and last.id == 1
+    resumed = cluster.ask("b", Operation.RESUME_JOB, key=str(job.id))
+    cluster.settle()
+    assert resumed.result(0)["record"]["status"] == "RUNNING"
+    assert cluster.nodes["b"].executions.inits[-1]["restore"]["snapshot_id"] == 1
+
+
+def test_operations_refused_name_the_problem_with_a_typed_error() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    job = cluster.submit()
+    execution = running_execution(cluster, job.id)
+    cluster.complete_everywhere(execution)
+    for op, error in (
+        (Operation.RESUME_JOB, errors.JobStateConflictError),
+        (Operation.CANCEL_JOB, errors.JobStateConflictError),
+    ):
+        reply = cluster.ask("b", op, key=str(job.id))
+        cluster.settle()
+        with pytest.raises(error, match=str(job.name)):
+            reply.result(0)
+    missing = cluster.ask("b", Operation.GET_JOB, key="nope")
+    cluster.settle()
+    with pytest.raises(errors.JobNotFoundError, match="nope"):
+        missing.result(0)

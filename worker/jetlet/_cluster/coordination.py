@@ -1,0 +1,158 @@
+"""The coordinator's parts on one member, and how they react to members coming, going and leaving.
+
+Theory of operation
+-------------------
+Every member holds a :class:`Coordination`: the job table, the event feed,
+the snapshot coordinator, the job lifecycle and the user operations, all
+driven by one coordinator thread (a :class:`~jetlet._cluster.coordinator_thread.Serial`).
+Only the coordinator's is used; the others wait, empty, until their member
+takes over.
+
+It turns what the network and the membership report into the coordinator's
+events: a member whose connection dropped (:meth:`Coordination.on_peer_lost`)
+or that the membership dropped (:meth:`Coordination.on_members_changed`) is
+lost — if it was the coordinator, its executions everywhere are cancelled
+and the next-oldest member takes over; otherwise the coordinator restarts
+the jobs that ran on it — and members that joined make auto-scaling jobs
+rescale. A member that announces a graceful leave (``leaving``) is left out
+of new executions at once.
+
+:class:`~jetlet._cluster.cluster_service.ClusterJobService` builds it on the
+real grid, transport and thread; the deterministic tests build it on
+in-memory fakes (``tests/cluster/inmemory.py``), so both run the same code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jetlet import records
+from jetlet._cluster import (
+    control,
+    coordinator_thread,
+    job_coordinator,
+    job_operations,
+    job_records,
+    job_store,
+    members_view,
+    table_keeper,
+)
+from jetlet._cluster import events as events_mod
+from jetlet._cluster import snapshot_coordinator as snapshots_mod
+from jetlet._cluster.control import Operation
+
+log = logging.getLogger(__name__)
+
+
+class Coordination:
+    """The coordinator's parts on one member (see the module doc)."""
+
+    def __init__(
+        self,
+        member_name: str,
+        serial: coordinator_thread.Serial,
+        channel: control.ControlChannel,
+        members: members_view.MembersView,
+        store: job_store.JobStore,
+        tables: table_keeper.TableKeeper,
+        partition_count: int,
+        scale_up_delay_s: float,
+        has_quorum: Callable[[], bool],
+        coordinator_lost: Callable[[str, str], None],
+    ) -> None:
+        self.member_name = member_name
+        self.serial = serial
+        self.channel = channel
+        self.members = members
+        self.store = store
+        self.tables = tables
+        self._coordinator_lost = coordinator_lost
+        self.event_log = events_mod.EventLog(persist=self._persist_event)
+        self.jobs = job_records.JobTable(self.event_log, lambda entry: store.save(entry.state()))
+        self.snapshots = snapshots_mod.SnapshotCoordinator(serial, channel, self.jobs, self.event_log, store)
+        self.lifecycle = job_coordinator.JobCoordinator(
+            member_name,
+            serial,
+            channel,
+            members,
+            self.jobs,
+            self.event_log,
+            store,
+            self.snapshots,
+            tables,
+            partition_count,
+            scale_up_delay_s,
+            has_quorum,
+        )
+        self.operations = job_operations.JobOperations(
+            serial, channel, members, self.jobs, self.event_log, store, self.lifecycle, self.snapshots
+        )
+        channel.register(Operation.LEAVING, self._on_leaving, control.Dispatch.INLINE)
+        self._closed = False
+
+    def _persist_event(self, event: records.JobEvent) -> None:
+        if self.members.is_coordinator():
+            self.store.save_event(event)
+
+    def on_peer_lost(self, peer: str) -> None:
+        """A member's connection dropped (on the network thread: nothing here blocks)."""
+        was_coordinator = self.members.coordinator() == peer
+        if self.members.mark_lost(peer):
+            self._handle_loss(peer, "its connection dropped", was_coordinator)
+        self.channel.peer_lost(peer)
+
+    def on_members_changed(self, names: Sequence[str]) -> None:
+        """A new member list: the dropped members are lost (they may hang with their connection open)."""
+        before = self.members.known()
+        already = {m for m in before if self.members.is_lost(m) or self.members.is_leaving(m)}
+        coordinator_before = next((m for m in before if m not in already), None)
+        dropped, joined = self.members.members_changed(names)
+        for member in dropped:
+            self.channel.peer_lost(member)
+            if member not in already:
+                log.warning("member %s was dropped from the cluster (missed heartbeats)", member)
+                self._handle_loss(member, "the membership dropped it", member == coordinator_before)
+        joined = [m for m in joined if m != self.member_name]
+        if self.members.is_coordinator() and not self._closed:
+            self.serial.submit(self._install_table_if_idle)
+            if joined and before:
+                self.serial.submit(self.lifecycle.members_joined, joined)
+
+    def tick(self) -> None:
+        """Called every heartbeat: the coordinator installs the table on members that missed it."""
+        if self.members.is_coordinator() and not self._closed and not self.tables.installed_everywhere():
+            self.serial.submit(self._install_table_if_idle)
+
+    def _install_table_if_idle(self) -> None:
+        """Install the table for the current members now, unless an execution runs.
+
+        Partitions must not move under a running execution's writes (a write racing the
+        transfer of its partition could be lost), so while jobs run the table changes only
+        when an execution (re)starts: the restart after a member loss, the rescale after a
+        join. Readiness of a member that joined a busy cluster waits for that rescale.
+        """
+        if not self.lifecycle.has_executions():
+            self.tables.ensure()
+
+    def _handle_loss(self, peer: str, why: str, was_coordinator: bool) -> None:
+        if self._closed:
+            return
+        if was_coordinator:  # its executions stop: the next coordinator starts new ones
+            self._coordinator_lost(peer, f"its coordinator {peer} left the cluster")
+        if not self.members.is_coordinator():
+            return
+        if was_coordinator:
+            self.serial.submit(self.lifecycle.take_over, peer)
+        else:
+            self.serial.submit(self.lifecycle.member_lost, peer, why)
+
+    def _on_leaving(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.members.mark_leaving(peer)
+        return {}
+
+    def close(self) -> None:
+        self._closed = True
+        self.lifecycle.close()
+        self.event_log.close()

@@ -1,0 +1,323 @@
+"""The member side of executions (Jet's ``JobExecutionService``): build, run, snapshot and stop them.
+
+Theory of operation
+-------------------
+Every member, the coordinator included, serves these control operations for
+the coordinator:
+
+* ``init``: unpickle the execution's DAG (planned once, at submission: a
+  member never plans), restore this member's share of the snapshot it starts
+  from (the entries of the partitions it owns, routed to its processors),
+  and build the execution plan — processors, queues, and the distributed
+  edges' senders and receivers over the connections to the other members;
+* ``start``: hand the tasklets to the member's execution service; when they
+  are all done the member reports ``done`` to the coordinator, with its
+  metrics and, on failure, the formatted traceback of the first error;
+* ``snapshot_start``: inject a snapshot barrier; when every tasklet has
+  saved its state, the member stores its part in the grid (with backups) on
+  a pool thread and reports ``snapshot_done``; ``snapshot_commit`` finishes
+  the sinks' two-phase commit (or rolls it back);
+* ``cancel`` stops the execution, ``forget`` drops it, ``metrics`` reads it.
+
+Members know executions by their id, never jobs: a late message of an old
+execution finds nothing and can never disturb a newer one (fencing).
+``DATA`` and ``FLOW_ACK`` frames are routed to the execution's
+:class:`~jetlet._network.tasklets.RemoteLinks` on the network thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from jetlet import _embedded, config, errors
+from jetlet._cluster import control, snapshot_data
+from jetlet._cluster import grid as grid_mod
+from jetlet._cluster.control import Dispatch, Operation
+from jetlet._cluster.job_service import job_config_from_dict, load_dag
+from jetlet._execution import execution_plan, execution_service
+from jetlet._execution import snapshots as snapshots_mod
+from jetlet._network import tasklets as remote
+from jetlet._network.frames import MessageType
+from jetlet._network.transport import PeerUnavailableError
+from jetlet.core import snapshot_writer
+
+log = logging.getLogger(__name__)
+
+COMMIT_TIMEOUT_S = 30.0
+
+
+@dataclasses.dataclass
+class MemberExecution:
+    """This member's share of one execution."""
+
+    execution_id: int
+    job_id: int
+    members: tuple[str, ...]
+    coordinator: str
+    plan: execution_plan.ExecutionPlan
+    links: remote.RemoteLinks
+    tracker: execution_service.ExecutionTracker
+    snapshots: snapshots_mod.MemberSnapshots | None = None
+    single_processor: tuple[str, ...] = ()
+    snapshot_prefixes: dict[int, str] = dataclasses.field(default_factory=dict)
+
+
+class ExecutionMember:
+    """This member's executions, served over the control channel. See the module doc."""
+
+    def __init__(
+        self,
+        member_name: str,
+        channel: control.ControlChannel,
+        send_frame: Callable[[str, MessageType, bytes], None],
+        instance: _embedded.EmbeddedInstance,
+        grid: grid_mod.Grid,
+        data_store: Any,
+        flow: remote.FlowSettings,
+    ) -> None:
+        self.member_name = member_name
+        self._channel = channel
+        self._send_frame = send_frame
+        self._instance = instance
+        self._grid = grid
+        self._data_store = data_store
+        self._flow = flow
+        self._executions: dict[int, MemberExecution] = {}
+        self._lock = threading.Lock()
+        self._store_pool = concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix=f"jetlet-store-{member_name}"
+        )
+        channel.register(Operation.INIT, self._init)
+        channel.register(Operation.START, self._start, Dispatch.INLINE)
+        channel.register(Operation.CANCEL, self._cancel, Dispatch.INLINE)
+        channel.register(Operation.FORGET, self._forget, Dispatch.INLINE)
+        channel.register(Operation.METRICS, self._metrics, Dispatch.INLINE)
+        channel.register(Operation.SNAPSHOT_START, self._snapshot_start, Dispatch.INLINE)
+        channel.register(Operation.SNAPSHOT_COMMIT, self._snapshot_commit)
+
+    def on_data(self, msg_type: MessageType, payload: bytes) -> None:
+        """A packet or flow-control ack of a distributed edge (on the network thread)."""
+        message = remote.decode_message(msg_type, payload)
+        execution = self._executions.get(message.job_id)
+        if execution is not None:
+            execution.links.deliver(message)
+
+    def cancel_coordinated_by(self, coordinator: str, reason: str) -> None:
+        """The coordinator is gone: stop its executions (the next coordinator starts new ones)."""
+        with self._lock:
+            orphans = [e for e in self._executions.values() if e.coordinator == coordinator]
+        for execution in orphans:
+            execution.tracker.cancel(reason)
+
+    def running(self) -> list[int]:
+        with self._lock:
+            return list(self._executions)
+
+    # -- the operations ---------------------------------------------------------------
+    def _init(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        members: tuple[str, ...] = tuple(body["members"])
+        execution_id: int = body["execution_id"]
+        dag = load_dag(body["definition"])
+        job_config = job_config_from_dict(body["config"])
+        index = members.index(self.member_name)
+        singles = tuple(v.name for v in dag.vertices() if v.meta_supplier.is_total_parallelism_one)
+        restore = body.get("restore")
+        restored: dict[str, list[snapshot_data.Entries]] | None = None
+        restored_counts: dict[str, int] = {}
+        if restore is not None:
+            parallelism = execution_plan.resolve_parallelism(dag, self._instance.config)
+            owned = [p for p, owner in enumerate(body["partition_owners"]) if owner == index]
+            prefix = restore["prefix"]
+            restored, restored_counts = snapshot_data.route(
+                self._grid.local_primary_entries(f"{prefix}/data", owned),
+                self._grid.get_all(f"{prefix}/broadcast"),
+                parallelism,
+                singles,
+                index,
+            )
+        links = remote.RemoteLinks(execution_id, index, self._sender(members), self._flow)
+        holder: list[MemberExecution] = []
+        member_snapshots = None
+        if job_config.processing_guarantee is not config.ProcessingGuarantee.NONE:
+            member_snapshots = snapshots_mod.MemberSnapshots(
+                job_config.processing_guarantee is config.ProcessingGuarantee.EXACTLY_ONCE,
+                0,
+                lambda snapshot_id, entries, error: self._store_soon(holder[0], snapshot_id, entries, error),
+                restored_snapshot_id=body.get("snapshot_id_base", 0),
+            )
+        plan = execution_plan.build(
+            dag,
+            body["job_id"],
+            body["name"],
+            job_config,
+            self._instance.config,
+            member_index=index,
+            member_count=len(members),
+            data_store=self._data_store,
+            remote=links,
+            partition_owners=body["partition_owners"],
+            member_snapshots=member_snapshots,
+            restored=restored,
+            execution_id=execution_id,
+        )
+        if member_snapshots is not None:
+            member_snapshots.set_tasklet_count(len(plan.tasklets))
+        tracker = execution_service.ExecutionTracker(f"execution {execution_id}")
+        execution = MemberExecution(
+            execution_id, body["job_id"], members, peer, plan, links, tracker, member_snapshots, singles
+        )
+        holder.append(execution)
+        with self._lock:
+            self._executions[execution_id] = execution
+        return {"restored_counts": restored_counts}
+
+    def _start(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        execution = self._executions.get(body["execution_id"])
+        if execution is None:
+            raise errors.JetletError(f"no execution {body['execution_id']} on {self.member_name}")
+        execution.tracker.future.add_done_callback(lambda f: self._report_done(execution, f))
+        self._instance.service.submit(execution.plan.all_tasklets(), execution.tracker)
+        return {}
+
+    def _report_done(self, execution: MemberExecution, future: concurrent.futures.Future[None]) -> None:
+        error = future.exception()
+        execution.plan.close_suppliers(error)
+        fields: dict[str, Any] = {"execution_id": execution.execution_id, "member": self.member_name}
+        fields["metrics"] = member_metrics(execution)
+        if error is not None:
+            fields["error"] = format_error(error)
+            fields["cancelled"] = isinstance(error, errors.JobCancelledError)
+            fields["topology"] = is_topology_error(error)
+        self._channel.send(execution.coordinator, Operation.DONE, **fields)
+
+    def _cancel(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        execution = self._executions.get(body["execution_id"])
+        if execution is not None:
+            execution.tracker.cancel(body.get("reason", "cancelled"))
+        return {}
+
+    def _forget(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._executions.pop(body["execution_id"], None)
+        return {}
+
+    def _metrics(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        execution = self._executions.get(body["execution_id"])
+        return {"value": member_metrics(execution) if execution is not None else {}}
+
+    def _snapshot_start(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        execution = self._executions.get(body["execution_id"])
+        if execution is None or execution.snapshots is None:
+            raise errors.JetletError(
+                f"no execution {body['execution_id']} with snapshots on {self.member_name}"
+            )
+        execution.snapshot_prefixes[body["snapshot_id"]] = body["prefix"]
+        execution.snapshots.start(body["snapshot_id"], body["terminal"])
+        return {}
+
+    def _snapshot_commit(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        execution = self._executions.get(body["execution_id"])
+        if execution is None or execution.snapshots is None:
+            return {"ok": False}
+        return {"ok": execution.snapshots.commit(body["snapshot_id"], body["success"], COMMIT_TIMEOUT_S)}
+
+    def _store_soon(
+        self,
+        execution: MemberExecution,
+        snapshot_id: int,
+        entries: dict[str, snapshot_data.Entries],
+        error: str | None,
+    ) -> None:
+        self._store_pool.submit(self._store_part, execution, snapshot_id, entries, error)
+
+    def _store_part(
+        self,
+        execution: MemberExecution,
+        snapshot_id: int,
+        entries: dict[str, snapshot_data.Entries],
+        error: str | None,
+    ) -> None:
+        """Store this member's part of a snapshot in the grid (with backups), then tell the coordinator."""
+        started = time.monotonic()
+        report: dict[str, Any] = {
+            "execution_id": execution.execution_id,
+            "snapshot_id": snapshot_id,
+            "member": self.member_name,
+        }
+        try:
+            if error is not None:
+                raise errors.JetletError(error)
+            prefix = execution.snapshot_prefixes.pop(snapshot_id)
+            entries = {vertex: snapshot_writer.freeze_lent(part) for vertex, part in entries.items()}
+            by_partition, broadcast, counts = snapshot_data.chunks_of(
+                entries, self._instance.config.partition_count, execution.single_processor
+            )
+            me = self.member_name
+            self._grid.put_to_partitions(
+                f"{prefix}/data",
+                {
+                    p: [((vertex, me, p), chunk) for vertex, chunk in chunks]
+                    for p, chunks in by_partition.items()
+                },
+            )
+            if broadcast:
+                self._grid.put(f"{prefix}/broadcast", [((vertex, me), chunk) for vertex, chunk in broadcast])
+            size = sum(len(c) for chunks in by_partition.values() for _, c in chunks)
+            report.update(counts=counts, bytes=size + sum(len(c) for _, c in broadcast))
+        except Exception as exc:
+            log.exception("member %s could not store its part of snapshot %d", self.member_name, snapshot_id)
+            report["error"] = f"{type(exc).__name__}: {exc}"
+        report["store_ms"] = int((time.monotonic() - started) * 1000)
+        self._channel.send(execution.coordinator, Operation.SNAPSHOT_DONE, **report)
+
+    def _sender(self, members: tuple[str, ...]) -> remote.Send:
+        send_frame = self._send_frame
+        local = self.member_name
+
+        def send(member: int, message: object) -> None:
+            name = members[member]
+            if name == local:
+                raise ValueError("a distributed edge must not send to its own member")
+            msg_type, payload = remote.encode_message(message)
+            send_frame(name, msg_type, payload)
+
+        return send
+
+    def close(self) -> None:
+        with self._lock:
+            executions = list(self._executions.values())
+        for execution in executions:
+            execution.tracker.cancel("the member is shutting down")
+        self._store_pool.shutdown(wait=True, cancel_futures=True)
+
+
+def member_metrics(execution: MemberExecution) -> dict[str, dict[str, int]]:
+    """The per-processor metrics (Jet's counters and call times), plus the distributed edges' links."""
+    values: dict[str, dict[str, int]] = {t.name: t.metrics() for t in execution.plan.tasklets}
+    values.update(execution.links.metrics())
+    return values
+
+
+def format_error(error: BaseException) -> str:
+    remote_trace = getattr(error, "remote_traceback", "")
+    if remote_trace:
+        return f"{error}\n{remote_trace}"
+    return "".join(traceback.format_exception(error))
+
+
+def is_topology_error(error: BaseException | None) -> bool:
+    """Whether a failure comes from a lost connection to another member (a restart, not a job failure)."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, PeerUnavailableError):
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False

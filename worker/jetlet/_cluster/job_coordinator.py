@@ -1,0 +1,409 @@
+"""The coordinator's job lifecycle (Jet's ``MasterJobContext``): executions started, ended, restarted.
+
+Theory of operation
+-------------------
+Everything here runs on the coordinator thread (:mod:`coordinator_thread`);
+nothing waits on the network. An *execution* is one run of a job on the
+members there are now:
+
+1. :meth:`JobCoordinator.start_execution` gives it a new id, marks the job
+   ``STARTING``, has the partition table installed for the live members, and
+   sends every member ``init`` with the job's planned DAG and the snapshot to
+   restore (the job's last one, or the exported one it starts from);
+2. when every member has answered, the job is ``RUNNING`` and each member is
+   sent ``start``; a member that could not be reached makes the execution
+   start again without it, any other init error fails the job with every
+   member's message;
+3. each member reports ``done``; when all have, the job completes — unless
+   the execution was being stopped, and then :class:`StopReason` decides:
+   the job fails (or, with ``suspend_on_failure``, is suspended), is
+   cancelled, is suspended, or is restarted as a new execution.
+
+Member loss: the lost member's share counts as done, and a job that ran on
+it restarts on the members left from its last snapshot (with
+``auto_scaling`` off it is suspended instead). A member that joins triggers a
+rescale after ``scale_up_delay_millis``. A member that takes over as
+coordinator loads the job records and the event log from the replicated
+store and runs on every job that was running. A job with
+``split_brain_protection`` starts only while the cluster holds a majority
+of its last known size.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jetlet import records
+from jetlet._cluster import (
+    control,
+    coordinator_thread,
+    job_store,
+    members_view,
+    partition_table,
+    table_keeper,
+)
+from jetlet._cluster import events as events_mod
+from jetlet._cluster import snapshot_coordinator as snapshots_mod
+from jetlet._cluster.control import Dispatch, MemberUnreachableError, Operation
+from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_S = 30.0
+
+
+class JobCoordinator:
+    """The lifecycle of every job this member coordinates. See the module doc."""
+
+    def __init__(
+        self,
+        member_name: str,
+        serial: coordinator_thread.Serial,
+        channel: control.ControlChannel,
+        members: members_view.MembersView,
+        jobs: JobTable,
+        event_log: events_mod.EventLog,
+        store: job_store.JobStore,
+        snapshots: snapshots_mod.SnapshotCoordinator,
+        tables: table_keeper.TableKeeper,
+        partition_count: int,
+        scale_up_delay_s: float,
+        has_quorum: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.member_name = member_name
+        self._serial = serial
+        self._channel = channel
+        self._members = members
+        self._jobs = jobs
+        self._events = event_log
+        self._store = store
+        self._snapshots = snapshots
+        self._tables = tables
+        self._partition_count = partition_count
+        self._scale_up_delay_s = scale_up_delay_s
+        self._has_quorum = has_quorum
+        self._ids = itertools.count(int.from_bytes(os.urandom(5), "big") << 16)
+        self._executions: dict[int, JobEntry] = {}
+        self._scale_up: coordinator_thread.Cancellable | None = None
+        self.ready = True
+        """False while a take-over is loading the job records (operations then answer 'retry')."""
+        channel.register(Operation.DONE, self._on_done, Dispatch.INLINE)
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def has_executions(self) -> bool:
+        """Whether any execution is starting or running (the partition table must then stay put)."""
+        return bool(self._executions) or self.recovering
+
+    recovering = False
+    """Set while offloaded snapshots are put back into the grid (the table must stay put then too)."""
+
+    # -- starting an execution -----------------------------------------------------------------
+    def start_execution(self, entry: JobEntry) -> None:
+        """Run the job (again) on the members there are now, as a new execution."""
+        if entry.config.get("split_brain_protection") and not self._has_quorum():
+            entry.failure = (
+                "split-brain protection: the cluster has lost the majority of its last known size "
+                f"({len(self._members.all())} members now), so the job does not run"
+            )
+            self._jobs.transition(entry, Status.FAILED, entry.failure)
+            return
+        self._executions.pop(entry.execution_id, None)
+        execution_id = self.new_id()
+        entry.execution_id = execution_id
+        entry.stopping = None
+        entry.done = set()
+        entry.final_metrics = {}
+        self._executions[execution_id] = entry
+        self._jobs.transition(entry, Status.STARTING)
+        coordinator_thread.when_done(
+            self._serial, self._tables.ensure(), lambda table: self._send_init(entry, execution_id, table)
+        )
+
+    def _send_init(self, entry: JobEntry, execution_id: int, table: Any) -> None:
+        if entry.execution_id != execution_id:
+            return
+        if isinstance(table, BaseException):
+            self._start_failed(entry, execution_id, [f"the partition table could not be installed: {table}"])
+            return
+        assert isinstance(table, partition_table.PartitionTable)
+        entry.members = tuple(table.members)
+        owners = [entry.members.index(table.owner(p)) for p in range(self._partition_count)]
+        source = entry.last_snapshot or entry.restore_from
+        fields: dict[str, Any] = {
+            "execution_id": execution_id,
+            "job_id": entry.id,
+            "name": entry.name,
+            "definition": entry.definition,
+            "config": entry.config,
+            "members": list(entry.members),
+            "partition_owners": owners,
+            "snapshot_id_base": entry.next_snapshot_id - 1,
+        }
+        if source is not None:
+            fields["restore"] = {"prefix": source["prefix"], "snapshot_id": source["id"]}
+            problems = state_mismatch(
+                source, entry.vertex_names, entry.config.get("allow_dropping_state", False)
+            )
+            if problems:
+                self._start_failed(entry, execution_id, problems)
+                return
+        calls = {m: self._channel.call(m, Operation.INIT, **fields) for m in entry.members}
+        coordinator_thread.when_all(
+            self._serial,
+            calls,
+            RPC_TIMEOUT_S,
+            lambda outcomes: self._initialized(entry, execution_id, outcomes),
+        )
+
+    def _initialized(self, entry: JobEntry, execution_id: int, outcomes: dict[str, Any]) -> None:
+        if entry.execution_id != execution_id:  # superseded meanwhile: drop what was built
+            self._forget(execution_id, entry.members)
+            return
+        problems: list[str] = []
+        unreachable: list[str] = []
+        restored: dict[str, int] = {}
+        for member, outcome in outcomes.items():
+            if isinstance(outcome, MemberUnreachableError):
+                unreachable.append(member)
+            elif isinstance(outcome, BaseException):
+                trace = getattr(outcome, "remote_traceback", "") or str(outcome)
+                problems.append(f"member {member}: {trace}")
+            else:
+                for vertex, count in outcome.get("restored_counts", {}).items():
+                    restored[vertex] = restored.get(vertex, 0) + count
+        if unreachable and not problems:
+            for member in unreachable:
+                self._members.mark_lost(member)
+            if self._members.live():
+                self._forget(execution_id, entry.members)
+                log.warning(
+                    "job %s: %s unreachable at start; starting again", entry.name, ", ".join(unreachable)
+                )
+                self.start_execution(entry)
+                return
+        source = entry.last_snapshot or entry.restore_from
+        if source is not None and not problems and not unreachable:
+            problems += incomplete_restore(source, restored)
+        problems += [f"member {m} is not connected" for m in unreachable]
+        if problems:
+            self._start_failed(entry, execution_id, problems)
+            return
+        if entry.stopping is not None:  # stopped while starting: nothing ran, apply the stop at once
+            entry.done = set(entry.members)
+            self._execution_ended(entry)
+            return
+        self._jobs.transition(entry, Status.RUNNING, "every member initialized its execution")
+        for member in entry.members:
+            self._channel.send(member, Operation.START, execution_id=execution_id)
+        if entry.snapshots_enabled:
+            self._snapshots.schedule(entry)
+
+    def _start_failed(self, entry: JobEntry, execution_id: int, problems: list[str]) -> None:
+        text = "\n".join(problems)
+        entry.failure = "the job could not start:\n" + text
+        entry.failure_traceback = text
+        self._executions.pop(execution_id, None)
+        self._forget(execution_id, entry.members)
+        self._jobs.transition(entry, Status.FAILED, entry.failure)
+
+    def _forget(self, execution_id: int, members: tuple[str, ...]) -> None:
+        for member in members:
+            self._channel.send(member, Operation.FORGET, execution_id=execution_id)
+
+    # -- stopping and ending ---------------------------------------------------------------------
+    def stop(self, entry: JobEntry, reason: StopReason, message: str) -> None:
+        """Cancel the current execution on every member; ``reason`` decides what follows."""
+        if entry.stopping in (StopReason.FAIL, StopReason.CANCEL) or entry.is_terminal:
+            return
+        entry.stopping = reason
+        self._snapshots.abort(entry, f"the execution is stopping: {message}")
+        for member in entry.members:
+            if member not in entry.done:
+                self._channel.send(member, Operation.CANCEL, execution_id=entry.execution_id, reason=message)
+
+    def fail(self, entry: JobEntry, message: str, trace: str, cancelled: bool = False) -> None:
+        """The first failure wins: keep its message and traceback, stop the execution."""
+        if entry.is_terminal or entry.failure:
+            return
+        entry.failure, entry.failure_traceback, entry.cancelled = message, trace, cancelled
+        self.stop(entry, StopReason.CANCEL if cancelled else StopReason.FAIL, message)
+
+    def _on_done(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._serial.submit(self._done, body)
+        return {}
+
+    def _done(self, body: dict[str, Any]) -> None:
+        entry = self._executions.get(body["execution_id"])
+        if entry is None:
+            return
+        if "error" in body and body.get("topology"):
+            # a member lost its connection to another: the job restarts (or suspends), it does not fail
+            if entry.stopping is None:
+                self.after_member_loss(entry, "a member lost its connection to another while the job ran")
+        elif "error" in body and not body.get("cancelled"):
+            lines = body["error"].strip().splitlines()
+            self.fail(
+                entry,
+                f"job failed on member {body['member']}: {lines[-1] if lines else 'failed'}",
+                body["error"],
+            )
+        self.member_done(entry, body["execution_id"], body["member"], body.get("metrics", {}))
+
+    def member_done(self, entry: JobEntry, execution_id: int, member: str, metrics: dict[str, Any]) -> None:
+        """A member's share of an execution ended; when all have, the job ends, stops or runs again."""
+        if execution_id != entry.execution_id or member in entry.done or entry.status is not Status.RUNNING:
+            return
+        entry.done.add(member)
+        entry.final_metrics[member] = metrics
+        if entry.done >= set(entry.members):
+            self._execution_ended(entry)
+
+    def _execution_ended(self, entry: JobEntry) -> None:
+        execution_id = entry.execution_id
+        self._executions.pop(execution_id, None)
+        self._forget(execution_id, entry.members)
+        self._snapshots.abort(entry, "the execution ended")
+        reason, entry.stopping = entry.stopping, None
+        if reason is StopReason.FAIL and entry.config.get("suspend_on_failure"):
+            reason = StopReason.SUSPEND  # keep the state: the user can fix the cause and resume
+            entry.suspension_cause, entry.failure = entry.failure, ""
+        if reason is StopReason.RESTART:
+            entry.restarts += 1
+            self._events.append(
+                records.EventKind.JOB_RESTARTED,
+                job_id=entry.id,
+                job_name=entry.name,
+                reason=entry.restart_reason,
+                details={"previous_members": list(entry.members)},
+            )
+            self.start_execution(entry)
+        elif reason is StopReason.SUSPEND:
+            self._jobs.transition(entry, Status.SUSPENDED, entry.suspension_cause)
+        elif reason in (StopReason.FAIL, StopReason.CANCEL):
+            self._jobs.transition(entry, Status.FAILED, entry.failure)
+        else:
+            self._jobs.transition(entry, Status.COMPLETED, "every member completed its share")
+        if entry.is_terminal:
+            self._store.forget_offloaded(entry.id)
+
+    # -- members ---------------------------------------------------------------------------------
+    def after_member_loss(self, entry: JobEntry, reason: str) -> None:
+        """Restart the job on the members left, from its last snapshot; without auto-scaling, suspend it."""
+        if entry.status is Status.SUSPENDED or entry.is_terminal:
+            return
+        if not entry.config.get("auto_scaling", True):
+            entry.suspension_cause = reason
+            self.stop(entry, StopReason.SUSPEND, reason)
+            return
+        log.warning("job %s: %s; restarting it on the members left", entry.name, reason)
+        entry.restart_reason = reason
+        self.stop(entry, StopReason.RESTART, reason)
+
+    def member_lost(self, member: str, why: str) -> None:
+        """``member`` is gone: restart the jobs that ran on it (its share counts as done)."""
+        self._events.append(records.EventKind.MEMBER_LEFT, member=member, reason=why)
+        for entry in list(self._jobs.active()):
+            if member in entry.members and entry.status in (Status.RUNNING, Status.STARTING):
+                self.after_member_loss(entry, f"member {member} left the cluster while the job ran")
+                self.member_done(entry, entry.execution_id, member, {})
+
+    def members_joined(self, joined: list[str]) -> None:
+        """New members: auto-scaling jobs rescale onto them after ``scale_up_delay_millis``."""
+        for member in joined:
+            self._events.append(records.EventKind.MEMBER_JOINED, member=member)
+        if self._scale_up is None and any(self._can_grow(e) for e in self._jobs.active()):
+            self._scale_up = self._serial.call_later(self._scale_up_delay_s, self._rescale)
+
+    def _can_grow(self, entry: JobEntry) -> bool:
+        live = set(self._members.live())
+        return (
+            entry.status is Status.RUNNING
+            and entry.stopping is None
+            and not entry.done  # a member already finished its share: the job is ending, let it
+            and bool(entry.config.get("auto_scaling", True))
+            and bool(live - set(entry.members))
+        )
+
+    def _rescale(self) -> None:
+        self._scale_up = None
+        for entry in [e for e in self._jobs.active() if self._can_grow(e)]:
+            log.info("job %s: restarting to use the members that joined", entry.name)
+            entry.restart_reason = "the job is rescaled onto members that joined"
+            self.stop(entry, StopReason.RESTART, entry.restart_reason)
+
+    # -- taking over -----------------------------------------------------------------------------
+    def take_over(self, old_coordinator: str) -> None:
+        """This member is the coordinator now: load the records and the event log, run the jobs on."""
+        log.warning("coordinator %s left: %s takes over its jobs", old_coordinator, self.member_name)
+        self.ready = False
+        loading: dict[str, concurrent.futures.Future[Any]] = {
+            "states": self._store.load_all(),
+            "events": self._store.load_events(),
+        }
+        coordinator_thread.when_all(
+            self._serial, loading, RPC_TIMEOUT_S * 2, lambda outcomes: self._loaded(old_coordinator, outcomes)
+        )
+
+    def _loaded(self, old_coordinator: str, outcomes: Mapping[str, Any]) -> None:
+        self.ready = True
+        if isinstance(outcomes["events"], list):
+            self._events.restore(outcomes["events"])
+        self._events.append(
+            records.EventKind.COORDINATOR_CHANGED, member=self.member_name, reason=f"{old_coordinator} left"
+        )
+        states = outcomes["states"]
+        if isinstance(states, BaseException):
+            log.error("cannot read the job records after the coordinator left: %s", states)
+            return
+        self.adopt(states, "taking over")
+
+    def adopt(self, states: list[dict[str, Any]], why: str) -> int:
+        """Know the jobs of ``states`` (records kept elsewhere); run on those that were running."""
+        resumed = 0
+        for state in states:
+            if self._jobs.get(state["id"]) is not None:
+                continue
+            entry = JobEntry.from_state(state)
+            self._jobs.add(entry, persist=False)
+            if not entry.is_terminal and entry.status is not Status.SUSPENDED:
+                log.warning("job %s: running it on (%s)", entry.name, why)
+                self.start_execution(entry)
+                resumed += 1
+        return resumed
+
+    def close(self) -> None:
+        if self._scale_up is not None:
+            self._scale_up.cancel()
+
+
+def state_mismatch(
+    source: Mapping[str, Any], vertex_names: frozenset[str], allow_dropping: bool
+) -> list[str]:
+    """Stages that hold state in the snapshot but are not in the job (their state would be lost)."""
+    missing = sorted(v for v, count in source["counts"].items() if count and v not in vertex_names)
+    if not missing or allow_dropping:
+        return []
+    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
+    return [
+        f"{label} holds state of stage {name!r}, which this job does not have; keep the stage's name, "
+        "or set JobConfig.allow_dropping_state to start without that state"
+        for name in missing
+    ]
+
+
+def incomplete_restore(source: Mapping[str, Any], restored: Mapping[str, int]) -> list[str]:
+    """Vertices whose restored entries do not add up to what the snapshot stored."""
+    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
+    return [
+        f"{label} is incomplete: stage {vertex!r} stored {count} entries "
+        f"but {restored.get(vertex, 0)} were found"
+        for vertex, count in sorted(source["counts"].items())
+        if restored.get(vertex, 0) != count
+    ]

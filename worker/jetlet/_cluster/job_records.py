@@ -1,0 +1,258 @@
+"""The coordinator's job records: typed status, why an execution stops, and the one transition function.
+
+Theory of operation
+-------------------
+A :class:`JobEntry` is everything the coordinator knows of one job: its
+planned DAG (pickled once, at submission), its config, its status and its
+current *execution* (a job runs again after a restart, a resume or a member
+loss; members know executions, never jobs). Entries live in a
+:class:`JobTable` that only the coordinator thread touches.
+
+Every status change goes through :meth:`JobTable.transition`, which checks it
+against :data:`ALLOWED` (Jet's job states), stamps the completion time of a
+terminal status, appends a ``job_status`` event to the event feed, hands the
+entry to ``persist`` (the replicated job store, so that a coordinator that
+takes over knows every job) and completes the futures of callers waiting for
+that status. Nothing else writes ``status``.
+
+:class:`StopReason` says what happens when the members have all stopped the
+current execution (Jet's ``TerminationMode``): the job fails, is cancelled,
+is suspended, or is restarted as a new execution.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from jetlet import config, errors, job, records
+from jetlet._cluster import events as events_mod
+
+Status = job.JobStatus
+TERMINAL = records.TERMINAL_STATUSES
+
+ALLOWED: Mapping[Status, frozenset[Status]] = {
+    Status.NOT_RUNNING: frozenset({Status.STARTING, Status.FAILED, Status.SUSPENDED}),
+    Status.STARTING: frozenset({Status.STARTING, Status.RUNNING, Status.FAILED, Status.SUSPENDED}),
+    Status.RUNNING: frozenset({Status.STARTING, Status.SUSPENDED, Status.FAILED, Status.COMPLETED}),
+    Status.SUSPENDED: frozenset({Status.STARTING, Status.FAILED}),
+    Status.FAILED: frozenset(),
+    Status.COMPLETED: frozenset(),
+}
+"""Which status may follow which (STARTING -> STARTING: an execution that lost a member before it ran)."""
+
+
+class StopReason(enum.Enum):
+    """Why the current execution is being stopped, deciding what follows when every member has stopped."""
+
+    FAIL = "fail"
+    CANCEL = "cancel"
+    SUSPEND = "suspend"
+    RESTART = "restart"
+
+
+class JobEntry:
+    """The coordinator's record of one job (mutated on the coordinator thread only)."""
+
+    def __init__(self, job_id: int, name: str, definition: bytes, job_config: Mapping[str, Any]) -> None:
+        self.id = job_id
+        self.name = name
+        self.definition = definition
+        """The planned DAG, cloudpickled once at submission; members unpickle it, nobody plans again."""
+        self.config = dict(job_config)
+        self.submission_time = int(time.time() * 1000)
+        self.completion_time: int | None = None
+        self.status = Status.NOT_RUNNING
+        self.failure = ""
+        self.failure_traceback = ""
+        self.cancelled = False
+        self.dag_dot = ""
+        self.suspension_cause = ""
+        self.restarts = 0
+        self.execution_id = 0
+        self.members: tuple[str, ...] = ()
+        self.done: set[str] = set()
+        self.stopping: StopReason | None = None
+        self.final_metrics: dict[str, dict[str, Any]] = {}
+        """Each member's metrics as it reported them when its share of the execution ended."""
+        self.last_snapshot: dict[str, Any] | None = None
+        """The last complete snapshot: ``id``, grid ``prefix``, entry ``counts`` per vertex, ``bytes``..."""
+        self.next_snapshot_id = 1
+        self.snapshot_count = 0
+        self.restore_from: dict[str, Any] | None = None
+        """An exported snapshot to start the first execution from (``initial_snapshot_name``)."""
+        self.vertex_names: frozenset[str] = frozenset()
+        """The DAG's vertices (to check that a snapshot's state has somewhere to go)."""
+        self.restart_reason = ""
+        self.waiters: list[tuple[frozenset[Status], concurrent.futures.Future[records.JobRecord]]] = []
+
+    @property
+    def guarantee(self) -> config.ProcessingGuarantee:
+        return config.ProcessingGuarantee(self.config.get("processing_guarantee", "NONE"))
+
+    @property
+    def snapshots_enabled(self) -> bool:
+        return self.guarantee is not config.ProcessingGuarantee.NONE
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def state(self) -> dict[str, Any]:
+        """What a coordinator that takes over needs to run the job on (kept in the replicated store)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "definition": self.definition,
+            "config": self.config,
+            "submission_time": self.submission_time,
+            "completion_time": self.completion_time,
+            "status": self.status.value,
+            "failure": self.failure,
+            "failure_traceback": self.failure_traceback,
+            "cancelled": self.cancelled,
+            "dag_dot": self.dag_dot,
+            "last_snapshot": self.last_snapshot,
+            "next_snapshot_id": self.next_snapshot_id,
+            "snapshot_count": self.snapshot_count,
+            "suspension_cause": self.suspension_cause,
+            "restore_from": self.restore_from,
+            "restarts": self.restarts,
+            "vertex_names": sorted(self.vertex_names),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> JobEntry:
+        entry = cls(state["id"], state["name"], state["definition"], state["config"])
+        entry.submission_time = state["submission_time"]
+        entry.completion_time = state["completion_time"]
+        entry.status = Status(state["status"])
+        entry.failure = state["failure"]
+        entry.failure_traceback = state.get("failure_traceback", "")
+        entry.cancelled = state["cancelled"]
+        entry.dag_dot = state["dag_dot"]
+        entry.last_snapshot = state["last_snapshot"]
+        entry.next_snapshot_id = state["next_snapshot_id"]
+        entry.snapshot_count = state.get("snapshot_count", 0)
+        entry.suspension_cause = state["suspension_cause"]
+        entry.restore_from = state["restore_from"]
+        entry.restarts = state.get("restarts", 0)
+        entry.vertex_names = frozenset(state.get("vertex_names", ()))
+        return entry
+
+    def record(self) -> records.JobRecord:
+        return records.JobRecord(
+            id=self.id,
+            name=self.name,
+            status=self.status,
+            submission_time=self.submission_time,
+            completion_time=self.completion_time,
+            failure=self.failure,
+            failure_traceback=self.failure_traceback,
+            cancelled=self.cancelled,
+            config=self.config,
+            dag_dot=self.dag_dot,
+            suspension_cause=self.suspension_cause,
+            snapshot=snapshot_summary(self.last_snapshot, self.snapshot_count),
+            restarts=self.restarts,
+            execution_id=self.execution_id,
+        )
+
+
+class JobTable:
+    """Every job the coordinator knows; the only place where a job's status changes."""
+
+    def __init__(
+        self,
+        events: events_mod.EventLog,
+        persist: Callable[[JobEntry], None],
+        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._entries: dict[int, JobEntry] = {}
+        self._events = events
+        self._persist = persist
+        self._now_ms = now_ms
+
+    def add(self, entry: JobEntry, persist: bool = True) -> None:
+        self._entries[entry.id] = entry
+        if persist:
+            self._persist(entry)
+
+    def get(self, job_id: int) -> JobEntry | None:
+        return self._entries.get(job_id)
+
+    def all(self) -> list[JobEntry]:
+        """Every job, oldest submission first."""
+        return sorted(self._entries.values(), key=lambda e: e.submission_time)
+
+    def active(self) -> Iterable[JobEntry]:
+        return (e for e in self._entries.values() if not e.is_terminal)
+
+    def find(self, key: str) -> JobEntry:
+        """A job by decimal id, id string or name (the newest of that name); JobNotFoundError if none."""
+        if key.isdigit() and int(key) in self._entries:
+            return self._entries[int(key)]
+        named = [e for e in self._entries.values() if key in (e.name, job.id_to_string(e.id))]
+        if not named:
+            raise errors.JobNotFoundError(f"no job with id or name {key!r}")
+        return max(named, key=lambda e: e.submission_time)
+
+    def transition(self, entry: JobEntry, status: Status, reason: str = "") -> None:
+        """Move ``entry`` to ``status``: checked, stamped, announced, persisted, and its waiters told."""
+        previous = entry.status
+        if status not in ALLOWED[previous]:
+            raise errors.JobStateConflictError(
+                f"job {entry.name!r} cannot go from {previous.value} to {status.value}"
+            )
+        entry.status = status
+        if status in TERMINAL:
+            entry.completion_time = self._now_ms()
+        if status is Status.RUNNING:
+            entry.suspension_cause = ""
+        self._events.append(
+            records.EventKind.JOB_STATUS,
+            job_id=entry.id,
+            job_name=entry.name,
+            status=status.value,
+            previous_status=previous.value,
+            reason=reason,
+        )
+        self._persist(entry)
+        self.notify(entry)
+
+    def notify(self, entry: JobEntry) -> None:
+        """Complete the waiters whose status the entry has reached."""
+        waiters, entry.waiters = entry.waiters, []
+        for statuses, future in waiters:  # a waiter's callback may add a new waiter meanwhile
+            if entry.status not in statuses:
+                entry.waiters.append((statuses, future))
+            elif not future.done():
+                future.set_result(entry.record())
+
+    def wait_for(
+        self, entry: JobEntry, statuses: Iterable[Status]
+    ) -> concurrent.futures.Future[records.JobRecord]:
+        """A future of the entry's record, completed when it reaches one of ``statuses``."""
+        wanted = frozenset(statuses)
+        future: concurrent.futures.Future[records.JobRecord] = concurrent.futures.Future()
+        if entry.status in wanted:
+            future.set_result(entry.record())
+        else:
+            entry.waiters.append((wanted, future))
+        return future
+
+
+def snapshot_summary(last: Mapping[str, Any] | None, count: int) -> dict[str, Any]:
+    if last is None:
+        return {"count": count}
+    return {
+        "id": last["id"],
+        "time": last["time"],
+        "bytes": last["bytes"],
+        "entries": sum(last["counts"].values()),
+        "duration_ms": last["duration_ms"],
+        "count": count,
+    }

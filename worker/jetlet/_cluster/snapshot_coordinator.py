@@ -1,0 +1,273 @@
+"""The coordinator's side of snapshots (Jet's ``MasterSnapshotContext``): start, collect, commit.
+
+Theory of operation
+-------------------
+For a job with a processing guarantee, a snapshot is taken every
+``snapshot_interval_millis`` while its execution runs, and on demand (a
+terminal one before suspend, one for an export). One snapshot of a job is in
+flight at a time; a request made meanwhile waits for it to finish.
+
+Taking snapshot *n* of execution *e* (all on the coordinator thread):
+
+1. ``snapshot_start`` to every member: each injects a barrier into its sources;
+2. each member reports ``snapshot_done`` once every tasklet saved its state
+   and the member stored its part in the grid (with backups) under
+   ``snapshot/<job>/<n>``; a part with an error, a member that fails to
+   answer, the execution changing, or :data:`SNAPSHOT_TIMEOUT_S` passing
+   fail the snapshot;
+3. a complete snapshot becomes the job's ``last_snapshot`` (replicated with
+   its record, offloaded to the durable directory if one is set) and an
+   event; then ``snapshot_commit`` tells the members' sinks to commit what
+   they prepared (or, for a failed snapshot, to roll it back), and the data
+   of the superseded (or failed) snapshot is deleted.
+
+Every stage runs as a step on the coordinator thread, triggered by replies
+(``when_all``) or reports: nothing waits on the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jetlet import records
+from jetlet._cluster import control, coordinator_thread, job_records, job_store
+from jetlet._cluster import events as events_mod
+from jetlet._cluster.control import Dispatch, Operation
+from jetlet._cluster.job_records import JobEntry, Status
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_S = 30.0
+SNAPSHOT_TIMEOUT_S = 120.0
+
+Done = Callable[[str | None], None]
+"""Told ``None`` when the snapshot completed, else why it failed."""
+
+
+@dataclasses.dataclass
+class _InFlight:
+    job_id: int
+    execution_id: int
+    snapshot_id: int
+    prefix: str
+    members: tuple[str, ...]
+    terminal: bool
+    started: float
+    then: list[Done]
+    parts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    timeout: coordinator_thread.Cancellable | None = None
+    finished: bool = False
+
+
+class SnapshotCoordinator:
+    """Snapshots of every job this member coordinates. See the module doc."""
+
+    def __init__(
+        self,
+        serial: coordinator_thread.Serial,
+        channel: control.ControlChannel,
+        jobs: job_records.JobTable,
+        event_log: events_mod.EventLog,
+        store: job_store.JobStore,
+    ) -> None:
+        self._serial = serial
+        self._channel = channel
+        self._jobs = jobs
+        self._events = event_log
+        self._store = store
+        self._in_flight: dict[int, _InFlight] = {}
+        self._queued: dict[int, list[tuple[bool, Done]]] = {}
+        channel.register(Operation.SNAPSHOT_DONE, self._on_part, Dispatch.INLINE)
+
+    # -- scheduling ---------------------------------------------------------------------
+    def schedule(self, entry: JobEntry) -> None:
+        """The execution started: take a snapshot every interval while it runs."""
+        interval = entry.config.get("snapshot_interval_millis", 10000) / 1000
+        self._serial.call_later(interval, self._due, entry, entry.execution_id)
+
+    def _due(self, entry: JobEntry, execution_id: int) -> None:
+        if not self._runs(entry, execution_id):
+            return
+        self.take(entry, False, lambda _: self.schedule(entry) if self._runs(entry, execution_id) else None)
+
+    @staticmethod
+    def _runs(entry: JobEntry, execution_id: int) -> bool:
+        return (
+            entry.execution_id == execution_id and entry.status is Status.RUNNING and entry.stopping is None
+        )
+
+    # -- one snapshot -------------------------------------------------------------------
+    def take(self, entry: JobEntry, terminal: bool, then: Done) -> None:
+        """Take a snapshot of the current execution (after the one in flight); ``then(problem)`` after."""
+        if entry.id in self._in_flight:
+            self._queued.setdefault(entry.id, []).append((terminal, then))
+            return
+        snapshot_id = entry.next_snapshot_id
+        entry.next_snapshot_id += 1
+        flight = _InFlight(
+            entry.id,
+            entry.execution_id,
+            snapshot_id,
+            f"snapshot/{entry.id}/{snapshot_id}",
+            entry.members,
+            terminal,
+            time.time(),
+            [then],
+        )
+        self._in_flight[entry.id] = flight
+        self._events.append(
+            records.EventKind.SNAPSHOT_STARTED,
+            job_id=entry.id,
+            job_name=entry.name,
+            details={"snapshot_id": snapshot_id, "terminal": terminal},
+        )
+        calls = {
+            m: self._channel.call(
+                m,
+                Operation.SNAPSHOT_START,
+                execution_id=flight.execution_id,
+                snapshot_id=snapshot_id,
+                terminal=terminal,
+                prefix=flight.prefix,
+            )
+            for m in flight.members
+        }
+        coordinator_thread.when_all(self._serial, calls, RPC_TIMEOUT_S, lambda o: self._started(flight, o))
+
+    def _started(self, flight: _InFlight, outcomes: dict[str, Any]) -> None:
+        failed = [f"member {m}: {o}" for m, o in outcomes.items() if isinstance(o, BaseException)]
+        if failed:
+            self._finish(flight, "; ".join(failed))
+            return
+        if not flight.finished and flight.timeout is None:
+            flight.timeout = self._serial.call_later(SNAPSHOT_TIMEOUT_S, self._timed_out, flight)
+            self._check_parts(flight)
+
+    def _on_part(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._serial.submit(self._part, body)
+        return {}
+
+    def _part(self, body: dict[str, Any]) -> None:
+        flight = next(
+            (
+                f
+                for f in self._in_flight.values()
+                if f.execution_id == body["execution_id"] and f.snapshot_id == body["snapshot_id"]
+            ),
+            None,
+        )
+        if flight is None or flight.finished:
+            return
+        flight.parts[body["member"]] = body
+        if flight.timeout is not None:
+            self._check_parts(flight)
+
+    def _check_parts(self, flight: _InFlight) -> None:
+        failed = [f"member {m}: {p['error']}" for m, p in flight.parts.items() if "error" in p]
+        if failed:
+            self._finish(flight, "; ".join(failed))
+        elif all(m in flight.parts for m in flight.members):
+            self._finish(flight, None)
+
+    def _timed_out(self, flight: _InFlight) -> None:
+        missing = [m for m in flight.members if m not in flight.parts]
+        self._finish(flight, f"no part from {', '.join(missing)} within {SNAPSHOT_TIMEOUT_S:g} s")
+
+    def abort(self, entry: JobEntry, reason: str) -> None:
+        """The execution is stopping or changed: the snapshot in flight fails (its sinks roll back)."""
+        flight = self._in_flight.get(entry.id)
+        if flight is not None and not flight.finished:
+            self._finish(flight, reason)
+
+    def _finish(self, flight: _InFlight, problem: str | None) -> None:
+        if flight.finished:
+            return
+        flight.finished = True
+        if flight.timeout is not None:
+            flight.timeout.cancel()
+        entry = self._jobs.get(flight.job_id)
+        if entry is not None and entry.execution_id != flight.execution_id and problem is None:
+            problem = "the execution changed"
+        stale: str | None = flight.prefix
+        if problem is None and entry is not None:
+            stale = entry.last_snapshot["prefix"] if entry.last_snapshot else None
+            self._complete(entry, flight)
+        elif entry is not None:
+            log.warning("job %s: snapshot %d failed: %s", entry.name, flight.snapshot_id, problem)
+            self._events.append(
+                records.EventKind.SNAPSHOT_FAILED,
+                job_id=entry.id,
+                job_name=entry.name,
+                reason=problem or "",
+                details={"snapshot_id": flight.snapshot_id},
+            )
+        commits = {  # the second phase: sinks commit (or roll back) what they prepared
+            m: self._channel.call(
+                m,
+                Operation.SNAPSHOT_COMMIT,
+                execution_id=flight.execution_id,
+                snapshot_id=flight.snapshot_id,
+                success=problem is None,
+            )
+            for m in flight.members
+        }
+        coordinator_thread.when_all(
+            self._serial, commits, RPC_TIMEOUT_S, lambda _: self._committed(flight, problem, stale)
+        )
+
+    def _complete(self, entry: JobEntry, flight: _InFlight) -> None:
+        counts: dict[str, int] = {}
+        for part in flight.parts.values():
+            for vertex, count in part.get("counts", {}).items():
+                counts[vertex] = counts.get(vertex, 0) + count
+        duration_ms = int((time.time() - flight.started) * 1000)
+        size = sum(p.get("bytes", 0) for p in flight.parts.values())
+        entry.last_snapshot = {
+            "id": flight.snapshot_id,
+            "prefix": flight.prefix,
+            "counts": counts,
+            "bytes": size,
+            "time": int(flight.started * 1000),
+            "duration_ms": duration_ms,
+            "job_id": entry.id,
+            "job_name": entry.name,
+        }
+        entry.snapshot_count += 1
+        state = entry.state()
+        self._store.save(state)
+        self._store.offload(entry.id, state)
+        self._events.append(
+            records.EventKind.SNAPSHOT_COMPLETED,
+            job_id=entry.id,
+            job_name=entry.name,
+            details={
+                "snapshot_id": flight.snapshot_id,
+                "bytes": size,
+                "keys": sum(counts.values()),
+                "duration_ms": duration_ms,
+                "terminal": flight.terminal,
+            },
+        )
+
+    def _committed(self, flight: _InFlight, problem: str | None, stale: str | None) -> None:
+        if stale is not None:
+            self._store.delete_snapshot(stale)
+        if self._in_flight.get(flight.job_id) is flight:
+            del self._in_flight[flight.job_id]
+        for then in flight.then:
+            then(problem)
+        queued = self._queued.pop(flight.job_id, [])
+        entry = self._jobs.get(flight.job_id)
+        if not queued or entry is None:
+            return
+        if entry.status is not Status.RUNNING or entry.stopping is not None:
+            for _, waiting in queued:
+                waiting("the execution is no longer running")
+            return
+        terminal, then = queued[0]
+        self.take(entry, terminal, then)
+        self._queued.setdefault(entry.id, []).extend(queued[1:])

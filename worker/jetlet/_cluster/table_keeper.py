@@ -1,0 +1,149 @@
+"""The one partition table: derived by the coordinator, installed on every member, read by all.
+
+Theory of operation
+-------------------
+The coordinator derives the partition table from the live members
+(:meth:`PartitionTable.assign` keeps as many partitions where they are as it
+can) and installs it on every member with ``grid_table``: each member moves
+the grid partitions it no longer holds to their new owners, then uses the
+table. Every reader — executions (which processor owns which key), the grid
+(which member holds which partition), the REST ``/cluster`` view and
+readiness — reads the table installed on its own member
+(:attr:`TableKeeper.current`), so there is one table, not one per reader.
+
+:meth:`TableKeeper.ensure` runs on a thread of its own (installing waits for
+the members to move their partitions), so the coordinator thread only waits
+for its future. It also serves the grid's own operations.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from typing import Any
+
+from jetlet import errors
+from jetlet._cluster import control, members_view, partition_table
+from jetlet._cluster import grid as grid_mod
+from jetlet._cluster.control import Operation
+
+log = logging.getLogger(__name__)
+
+INSTALL_TIMEOUT_S = 30.0
+
+
+class TableKeeper:
+    """Derives, installs and serves the partition table (see the module doc)."""
+
+    def __init__(
+        self,
+        channel: control.ControlChannel,
+        members: members_view.MembersView,
+        grid: grid_mod.Grid,
+        partition_count: int,
+    ) -> None:
+        self._channel = channel
+        self._members = members
+        self._grid = grid
+        self._partition_count = partition_count
+        self._derived: partition_table.PartitionTable | None = None
+        self._queued: concurrent.futures.Future[partition_table.PartitionTable] | None = None
+        self._installed_on: set[str] = set()
+        """The members that took ``_derived`` (a member not yet connected gets it on a later ensure)."""
+        self._lock = threading.Lock()
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jetlet-partition-table")
+        channel.register(Operation.GRID_TABLE, self._install)
+        channel.register(Operation.GRID, self._grid_operation)
+
+    @property
+    def current(self) -> partition_table.PartitionTable | None:
+        """The table installed on this member (None before the coordinator installed one)."""
+        table = self._grid.table
+        return table.partitions if table is not None else None
+
+    def ensure(self) -> concurrent.futures.Future[partition_table.PartitionTable]:
+        """The table for the live members, installed on each of them (on the coordinator).
+
+        Calls made while one is queued and not yet started share its future.
+        """
+        with self._lock:
+            queued = self._queued
+            if queued is not None and not queued.running() and not queued.done():
+                return queued
+            self._queued = self._thread.submit(self.ensure_now)
+            return self._queued
+
+    def ensure_now(self) -> partition_table.PartitionTable:
+        """:meth:`ensure`, blocking the caller (for callers on an I/O thread).
+
+        Only the coordinator derives tables: on any other member (one that thought itself alone a
+        moment ago, say) this returns the table the coordinator installed, or raises
+        :class:`~jetlet.errors.ClusterUnavailableError` while there is none.
+        """
+        if not self._members.is_coordinator():
+            current = self.current
+            if current is None:
+                raise errors.ClusterUnavailableError("no partition table is installed yet", 0.2)
+            return current
+        members = self._members.live()
+        with self._lock:
+            table = self._derived
+            if table is not None and list(table.members) == members and self._installed_on >= set(members):
+                return table
+            if table is None and self._grid.table is not None:  # taking over: start from the grid's table
+                table = self._grid.table.partitions
+            table = partition_table.PartitionTable.assign(members, self._partition_count, table)
+        calls = {
+            m: self._channel.call(
+                m, Operation.GRID_TABLE, members=list(table.members), owners=list(table.owners)
+            )
+            for m in members
+        }
+        installed = set()
+        for member, call in calls.items():
+            try:
+                call.result(INSTALL_TIMEOUT_S)
+                installed.add(member)
+            except Exception as exc:
+                log.info("member %s could not take the new partition table yet: %s", member, exc)
+        with self._lock:
+            self._derived = table
+            self._installed_on = installed
+        return table
+
+    def installed_everywhere(self) -> bool:
+        """Whether every live member took the last derived table (on the coordinator)."""
+        with self._lock:
+            derived, installed = self._derived, set(self._installed_on)
+        return (
+            derived is not None
+            and list(derived.members) == self._members.live()
+            and installed >= set(derived.members)
+        )
+
+    def _install(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Follow the coordinator's new partition table: move partitions, then use it.
+
+        Every member must rebalance from the same old table. A table this member derived for
+        itself while it was alone is not the cluster's: when another member's table arrives
+        (this member joined an existing cluster), it is dropped, not rebalanced from — its
+        empty partitions would otherwise overwrite the cluster's copies.
+        """
+        table = partition_table.PartitionTable(tuple(body["members"]), tuple(body["owners"]))
+        new = self._grid.table_for(table)
+        old = self._grid.table
+        me = self._members.member_name
+        if old is not None and peer != me and old.partitions.members == (me,) and me in table.members:
+            log.info("member %s drops the table it made while alone and takes %s's", me, peer)
+            old = None
+        sent = self._grid.rebalance(old, new) if old is not None else 0
+        self._grid.set_table(new)
+        return {"sent": sent}
+
+    def _grid_operation(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = self._grid.handle(body["grid_op"], body["body"])
+        return answer
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
