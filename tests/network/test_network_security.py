@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgpack
 import pytest
 import trustme
 
@@ -258,3 +259,35 @@ def test_given_many_bad_peers_then_each_is_counted_and_the_log_gets_one_line(
         wait_until(lambda: b.transport.refused_handshakes == 20, "all 20 refusals counted", DEADLINE_S)
     refusals = [r for r in caplog.records if "refused the connection" in r.getMessage()]
     assert len(refusals) == 1
+
+
+@pytest.mark.parametrize(
+    "first_frames",
+    [
+        frames.encode_frame(MessageType.AUTH_REFUSED, b"go away\nFORGED-LINE member x joined\r"),
+        frames.encode_frame(
+            MessageType.HELLO,
+            msgpack.packb({"member": "x\nFORGED-LINE", "nonce": bytes(handshake.NONCE_SIZE)}),
+        ),
+    ],
+    ids=["a refusal reason", "a member name"],
+)
+def test_given_peer_text_with_line_breaks_then_the_log_line_escapes_them(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture, first_frames: bytes
+) -> None:
+    b = make(Member, "b")
+    with caplog.at_level(logging.WARNING, logger="jetlet._network.transport"):
+        with socket.create_connection(b.address, timeout=DEADLINE_S) as sock:
+            sock.sendall(first_frames)
+            while sock.recv(65536):
+                pass
+
+        def logged() -> list[str]:
+            return [
+                r.getMessage() for r in list(caplog.records) if "refused the connection" in r.getMessage()
+            ]
+
+        wait_until(logged, "the refusal is logged", DEADLINE_S)
+    lines = logged()
+    assert len(lines) == 1 and "FORGED-LINE" in lines[0]
+    assert "\n" not in lines[0] and "\r" not in lines[0]
