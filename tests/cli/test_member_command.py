@@ -137,3 +137,60 @@ def test_a_failed_connection_to_a_member_is_logged_once_until_it_changes(
     assert len(warnings) == 2, warnings  # the first failure, and the first after it connected again
     assert infos == ["connected to member m9"]
     member._UNREACHABLE.discard("m9")
+
+
+def _unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_a_member_whose_seed_never_answers_says_so_with_backoff_and_gives_up_after_its_join_timeout() -> None:
+    # given a seed address where nothing listens, and a join timeout of 8 s
+    seed = f"127.0.0.1:{_unused_port()}"
+    done = run_member(
+        *("--token", "t", "--secret", "s", "--rest-port", "0", "--data-port", "0"),
+        *("--members", seed, "--join-timeout-millis", "8000"),
+    )
+    # then it warned once (after 5 s; the next report was due after 10 s more), naming the seed and why
+    warnings = [line for line in done.stderr.splitlines() if "still alone after" in line]
+    assert len(warnings) == 1, done.stderr
+    assert f"no seed of --members answered ({seed}: unreachable (" in warnings[0]
+    # and it stopped with status 4 and one line naming the flag, instead of running as a cluster of one
+    assert done.returncode == 4, done.stderr
+    [said] = [line for line in done.stderr.splitlines() if line.startswith("jetlet member: ")]
+    assert said.startswith("jetlet member: no seed of --members answered within --join-timeout-millis 8000")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_member_whose_seed_refuses_its_token_names_the_refusal(tmp_path: Path) -> None:
+    # given a running member with the token "right"
+    ready = tmp_path / "seed.ready"
+    with (tmp_path / "seed.log").open("wb") as log:
+        seed = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "jetlet", "member", "--token", "right", "--secret", "s"),
+                *("--rest-port", "0", "--data-port", "0", "--ready-file", str(ready)),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: ready.exists() or seed.poll() is not None, "the seed is ready", START_S)
+        address = json.loads(ready.read_text())["rest_address"]
+        # when a member with another token names it as its seed
+        done = run_member(
+            *("--token", "wrong", "--secret", "s", "--rest-port", "0", "--data-port", "0"),
+            *("--members", address, "--join-timeout-millis", "6000"),
+        )
+        # then it says the seed refused its token, and gives up
+        assert done.returncode == 4, done.stderr
+        assert f"{address}: refused this member's REST token (401)" in done.stderr
+    finally:
+        seed.send_signal(signal.SIGTERM)
+        try:
+            seed.wait(30)
+        except subprocess.TimeoutExpired:
+            seed.kill()
+            seed.wait()

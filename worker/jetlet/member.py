@@ -26,7 +26,10 @@ thread until SIGTERM or SIGINT:
   ``jetlet._cluster.readiness``. A joiner enters the member
   list only once the coordinator's transport has authenticated it on its
   data port (``jetlet._cluster.admission``); a lone member that a cluster
-  refuses (a wrong cluster secret) stops with :data:`EXIT_REFUSED`.
+  refuses (a wrong cluster secret) stops with :data:`EXIT_REFUSED`. A
+  member with ``--members`` that is still alone says why, with backoff
+  (``jetlet._cluster.seed_watch``), and with ``--join-timeout-millis``
+  stops with :data:`EXIT_ALONE` rather than run as a cluster of one.
 
 The process is the member's own, so it sets the interpreter's thread switch
 interval to :data:`SWITCH_INTERVAL_S` (1 ms instead of Python's 5 ms): the
@@ -69,6 +72,7 @@ from jetlet._cluster import (
     partition_table,
     readiness,
     rest,
+    seed_watch,
     settings,
     tls,
 )
@@ -81,6 +85,8 @@ _TICK_S = 0.05
 
 SWITCH_INTERVAL_S = 0.001
 EXIT_REFUSED = 3
+EXIT_ALONE = 4
+"""Exit status of a member still alone after ``--join-timeout-millis`` (no seed of ``--members`` answered)."""
 """Exit status of a member that a cluster refused to admit (e.g. its cluster secret is wrong)."""
 """The member process's ``sys.setswitchinterval`` (see the module doc)."""
 
@@ -118,6 +124,7 @@ class Member:
         self._names: tuple[str, ...] = ()
         self._session: aiohttp.ClientSession | None = None
         self.exit_code = 0
+        self.seed_watch = seed_watch.SeedWatch(config.members, config.join_timeout_millis)
         """Non-zero once the member stops because a cluster refused it (see ``_on_refused``)."""
         self.admission = admission.Admission()
         self._background: set[asyncio.Task[None]] = set()
@@ -210,12 +217,17 @@ class Member:
             address = target.rest_address if target is not None else out.address
             if not address:
                 continue
-            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            try:
                 url = f"{self._scheme}://{address}/membership"
                 async with self._session.post(
                     url, json=out.message, ssl=self._client_ssl or True
                 ) as response:
                     await response.read()
+                    if response.status == 401 and target is None:
+                        self.seed_watch.note_failure(address, "refused this member's REST token (401)")
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                if target is None:  # a seed: SeedWatch reports it if the member stays alone
+                    self.seed_watch.note_failure(address, f"unreachable ({type(exc).__name__}: {exc})")
 
     async def on_membership(self, message: dict[str, Any]) -> None:
         assert self.membership is not None
@@ -279,6 +291,17 @@ class Member:
         self.exit_code = EXIT_REFUSED
         self.stopping.set()
 
+    def _watch_seeds(self) -> None:
+        """Say, with backoff, that the seeds do not answer; stop after ``--join-timeout-millis``."""
+        assert self.membership is not None
+        seen = self.seed_watch.observe(self.membership.is_alone, _now_ms())
+        if seen.log is not None:
+            _log.log(logging.WARNING if self.membership.is_alone else logging.INFO, "%s", seen.log)
+        if seen.give_up:
+            print(f"jetlet member: {seen.log}", file=sys.stderr)
+            self.exit_code = EXIT_ALONE
+            self.stopping.set()
+
     async def _tick_forever(self) -> None:
         assert self.membership is not None
         next_discovery = 0.0
@@ -291,6 +314,7 @@ class Member:
             outgoing = self.membership.tick(_now_ms())
             self._refresh_table()
             await self._send(outgoing)
+            self._watch_seeds()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), _TICK_S)
 

@@ -126,6 +126,11 @@ class MemberSettings:
     """How often a member tells every other member it is alive."""
     failure_timeout_millis: int = 5000
     """A member silent for this long is removed from the member list."""
+    graceful_shutdown_timeout_millis: int = 30000
+    """On SIGTERM, how long a member waits for its jobs and data to move to the others before it exits."""
+    join_timeout_millis: int = 0
+    """A member with members to join that is still alone after this long stops (exit status 4) instead of
+    running as a cluster of one; 0: it never gives up (it says, with backoff, that no seed answers)."""
     max_request_bytes: int = 64 * 1024 * 1024
     """Largest REST request body accepted."""
     log_level: str = "INFO"
@@ -158,6 +163,8 @@ class MemberSettings:
             raise SettingsError(
                 f"setting 'kubernetes_rest_port' must be in [0, 65535], got {self.kubernetes_rest_port}"
             )
+        if self.join_timeout_millis < 0:
+            raise SettingsError(f"setting 'join_timeout_millis' must be >= 0, got {self.join_timeout_millis}")
         if self.failure_timeout_millis <= self.heartbeat_interval_millis:
             raise SettingsError("setting 'failure_timeout_millis' must exceed 'heartbeat_interval_millis'")
         try:
