@@ -22,6 +22,7 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.snapshot_keys",
     "jetlet._cluster.grid",
     "jetlet._cluster.member_flags",
+    "jetlet._cluster.seed_watch",
     "jetlet.testing",
     "jetlet.core.processors.hash_join",
     "jetlet.core.processors.session",

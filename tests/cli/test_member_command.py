@@ -8,14 +8,17 @@ secret is required" named no flag; Ctrl-C was a crash to the others.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from jetlet._cluster import settings
@@ -194,3 +197,20 @@ def test_a_member_whose_seed_refuses_its_token_names_the_refusal(tmp_path: Path)
         except subprocess.TimeoutExpired:
             seed.kill()
             seed.wait()
+
+
+def test_ctrl_c_on_a_member_stops_it_cleanly_and_the_others_stay_quiet(tmp_path: Path) -> None:
+    from jetlet.local_cluster import local_cluster
+
+    with local_cluster(2, log_dir=tmp_path) as client:
+        survivor = tmp_path / "m1.log"
+        before = len(survivor.read_text().splitlines())
+        # when m2 gets Ctrl-C (SIGINT), then it stops with 0 and no traceback
+        os.kill(client.pids[1], signal.SIGINT)
+        wait_until(lambda: psutil.Process(client.pids[1]).status() == psutil.STATUS_ZOMBIE, "m2 ended", 60)
+        time.sleep(2)  # not a wait for a condition: the span over which m1 must stay quiet
+        stopped = tmp_path / "m2.log"
+        assert "Traceback" not in stopped.read_text()
+        # and m1 says so in a few lines, not a reconnect warning every tick
+        warnings = [line for line in survivor.read_text().splitlines()[before:] if " WARNING " in line]
+        assert len(warnings) <= 3, warnings
