@@ -115,3 +115,40 @@ def test_cluster_start_logs_reports_deaths_passes_flags_and_its_exports_break_no
         assert "Traceback" not in out.read_text()
     finally:
         _stop(process)
+
+
+def test_cluster_start_on_a_port_in_use_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "jetlet", "cluster", "start", "--members", "1"),
+                *("--rest-port", str(port), "--log-dir", str(tmp_path)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=START_S,
+            check=False,
+        )
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line == (
+        "jetlet: the local cluster did not start: member m1 exited with 2: "
+        f"jetlet member: --rest-port {port}: cannot listen on 127.0.0.1:{port}: Address already in use "
+        f"(logs in {tmp_path})"
+    )
+
+
+def test_the_client_variables_are_no_member_settings() -> None:
+    from jetlet._cluster import settings
+
+    client = {"JETLET_CLIENT_ADDRESSES": "h:1", "JETLET_CLIENT_TOKEN": "t", "JETLET_CLIENT_CA_FILE": "ca"}
+    assert settings.load({}, {**client, "JETLET_QUEUE_SIZE": "8"}).queue_size == 8
+    try:
+        settings.load({}, {"JETLET_ADDRESSES": "h:1"})
+    except settings.SettingsError as error:
+        assert "the client's are JETLET_CLIENT_ADDRESSES" in str(error)
+    else:
+        raise AssertionError("an unknown JETLET_ variable was accepted")

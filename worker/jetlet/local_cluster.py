@@ -82,7 +82,11 @@ def _wait_ready(
             return record
         if process.poll() is not None:
             tail = log.read_text(errors="replace")[-4000:]
-            raise errors.JetletError(f"member {ready.stem} exited with {process.returncode}:\n{tail}")
+            last = next((line for line in reversed(tail.splitlines()) if line.strip()), "(no output)")
+            code = process.returncode
+            raise errors.JetletError(
+                f"member {ready.stem} exited with {code}: {last}\n(its log, {log}, ends:)\n{tail}"
+            )
         time.sleep(_POLL_S)
     raise errors.JetletError(f"member {ready.stem} did not start within {START_TIMEOUT_S} s (log: {log})")
 
