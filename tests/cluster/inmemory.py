@@ -136,8 +136,9 @@ class MemoryStore:
         self.deleted: list[str] = []
         self.exported_meta: dict[str, dict[str, Any]] = {}
 
-    def save(self, state: dict[str, Any]) -> None:
+    def save(self, state: dict[str, Any]) -> concurrent.futures.Future[bool]:
         self.states[state["id"]] = dict(state)
+        return done(True)
 
     def save_event(self, event: records.JobEvent) -> None:
         self.events[event.id] = event
@@ -148,11 +149,14 @@ class MemoryStore:
     def load_events(self) -> concurrent.futures.Future[list[records.JobEvent]]:
         return done(sorted(self.events.values(), key=lambda e: e.id))
 
+    def flush(self, timeout_s: float) -> None:
+        pass
+
     def delete_snapshot(self, prefix: str) -> None:
         self.deleted.append(prefix)
 
-    def offload(self, job_id: int, state: dict[str, Any]) -> None:
-        pass
+    def offload(self, job_id: int, state: dict[str, Any]) -> concurrent.futures.Future[None]:
+        return done(None)
 
     def forget_offloaded(self, job_id: int) -> None:
         pass
@@ -316,6 +320,7 @@ class Node:
             cluster.scale_up_delay_s,
             lambda: True,
             self.executions.cancel_coordinated_by,
+            lambda peer: peer in cluster.alive,
         )
 
     @property

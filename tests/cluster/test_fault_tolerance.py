@@ -41,10 +41,10 @@ def _event(seq: int) -> tuple[int, int]:
     return (seq % KEYS, seq)
 
 
-def _windowed_count(out: str) -> Pipeline:
+def _windowed_count(out: str, rate: int = RATE) -> Pipeline:
     p = Pipeline()
     (
-        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        p.read_from(Sources.test_stream(rate, _event, COUNT))
         .with_timestamps(lambda event: event[1], 0)
         .grouping_key(lambda event: event[0])
         .window(WindowDefinition.tumbling(WINDOW_MS))
@@ -196,7 +196,8 @@ def test_a_member_that_joins_takes_part_and_the_results_stay_exact(tmp_path: pat
     out = tmp_path / "out"
     args = [*FAST_FAILURE, "--scale-up-delay-millis", "300"]
     with local_cluster(2, args) as client:
-        job = client.new_job(_windowed_count(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        # sixteen seconds of input: a member process starting on a loaded machine joins well within it
+        job = client.new_job(_windowed_count(str(out), RATE // 4), _config(ProcessingGuarantee.EXACTLY_ONCE))
         _wait_for_snapshot(client, job)
         assert client.add_member is not None
         client.add_member()

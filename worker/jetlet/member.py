@@ -123,6 +123,7 @@ class Member:
         self.membership: membership.Membership | None = None
         self._names: tuple[str, ...] = ()
         self._session: aiohttp.ClientSession | None = None
+        self._leaving: asyncio.Task[None] | None = None
         self.exit_code = 0
         self.seed_watch = seed_watch.SeedWatch(config.members, config.join_timeout_millis)
         """Non-zero once the member stops because a cluster refused it (see ``_on_refused``)."""
@@ -381,6 +382,32 @@ class Member:
             await runner.cleanup()
             await asyncio.to_thread(self._close_engine)
 
+    def leave(self) -> None:
+        """SIGTERM or Ctrl-C: leave the cluster gracefully, then stop (a second signal stops at once)."""
+        if self._leaving is not None:
+            self.stopping.set()
+            return
+        self._leaving = asyncio.get_running_loop().create_task(self._leave_gracefully())
+
+    async def _leave_gracefully(self) -> None:
+        timeout_s = self.config.graceful_shutdown_timeout_millis / 1000
+        if self.service is not None:
+            name = self.service.member_name
+            _log.info(
+                "member %s is leaving the cluster (up to %g s for its jobs and data to move)",
+                self.config.name,
+                timeout_s,
+            )
+            started = time.monotonic()
+            confirmed = await asyncio.to_thread(self.service.leave, timeout_s)
+            _log.info(
+                "member %s left the cluster in %.2f s%s",
+                name,
+                time.monotonic() - started,
+                "" if confirmed else " (not confirmed: leaving anyway)",
+            )
+        self.stopping.set()
+
     async def _recover_offloaded_jobs(self) -> None:
         """With a snapshot directory: once the members started with this one have joined, resume its jobs."""
         if not self.config.snapshot_directory or self.service is None:
@@ -436,7 +463,7 @@ def _write_ready_file(path: str, info: membership.MemberInfo) -> None:
 async def _serve(member: Member) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, member.stopping.set)
+        loop.add_signal_handler(signum, member.leave)
     await member.run()
 
 

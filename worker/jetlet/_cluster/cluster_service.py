@@ -119,6 +119,7 @@ class ClusterJobService:
             settings.scale_up_delay_millis / 1000,
             has_quorum,
             self.executions.cancel_coordinated_by,
+            transport.is_connected,
         )
         self.channel.register(Operation.READ_ALL, self._read_all)
         self.channel.register(Operation.OBSERVABLE, self._observable)
@@ -142,6 +143,10 @@ class ClusterJobService:
     def on_members_changed(self, names: Sequence[str]) -> None:
         """A new member list (see :meth:`~jetlet._cluster.coordination.Coordination.on_members_changed`)."""
         self.coordination.on_members_changed(names)
+
+    def leave(self, timeout_s: float) -> bool:
+        """Leave the cluster gracefully (see :meth:`~jetlet._cluster.coordination.Coordination.leave`)."""
+        return self.coordination.leave(timeout_s)
 
     def tick(self) -> None:
         """Called every heartbeat (see :meth:`~jetlet._cluster.coordination.Coordination.tick`)."""

@@ -24,7 +24,9 @@ in-memory fakes (``tests/cluster/inmemory.py``), so both run the same code.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,6 +63,7 @@ class Coordination:
         scale_up_delay_s: float,
         has_quorum: Callable[[], bool],
         coordinator_lost: Callable[[str, str], None],
+        is_connected: Callable[[str], bool],
     ) -> None:
         self.member_name = member_name
         self.serial = serial
@@ -69,8 +72,9 @@ class Coordination:
         self.store = store
         self.tables = tables
         self._coordinator_lost = coordinator_lost
+        self._is_connected = is_connected
         self.event_log = events_mod.EventLog(persist=self._persist_event)
-        self.jobs = job_records.JobTable(self.event_log, lambda entry: store.save(entry.state()))
+        self.jobs = job_records.JobTable(self.event_log, lambda entry: _ignore(store.save(entry.state())))
         self.snapshots = snapshots_mod.SnapshotCoordinator(serial, channel, self.jobs, self.event_log, store)
         self.lifecycle = job_coordinator.JobCoordinator(
             member_name,
@@ -121,8 +125,20 @@ class Coordination:
                 self.serial.submit(self.lifecycle.members_joined, joined)
 
     def tick(self) -> None:
-        """Called every heartbeat: the coordinator installs the table on members that missed it."""
-        if self.members.is_coordinator() and not self._closed and not self.tables.installed_everywhere():
+        """Called every heartbeat: lost members whose connection is back count again (a rescale
+        uses them, as after a join), and the coordinator installs the table on members that missed it."""
+        if self._closed:
+            return
+        back = [
+            m for m in self.members.lost_in_list() if self._is_connected(m) and self.members.found_again(m)
+        ]
+        for member in back:
+            log.info("member %s is reachable again", member)
+        if not self.members.is_coordinator():
+            return
+        if back:
+            self.serial.submit(self.lifecycle.members_joined, back)
+        if not self.tables.installed_everywhere():
             self.serial.submit(self._install_table_if_idle)
 
     def _install_table_if_idle(self) -> None:
@@ -148,11 +164,51 @@ class Coordination:
         else:
             self.serial.submit(self.lifecycle.member_lost, peer, why)
 
-    def _on_leaving(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _on_leaving(self, peer: str, body: dict[str, Any]) -> control.Result:
+        """``peer`` leaves gracefully; the coordinator answers once it may go (its jobs and data moved)."""
+        was_coordinator = self.members.coordinator() == peer
         self.members.mark_leaving(peer)
-        return {}
+        if self._closed or self.members.is_leaving(self.member_name) or not self.members.is_coordinator():
+            return {}  # a member that is leaving itself takes nothing over (the whole cluster may be stopping)
+        answer: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+
+        def move_off() -> None:
+            moved = self.lifecycle.take_over(peer) if was_coordinator else self.lifecycle.member_leaving(peer)
+            moved.add_done_callback(lambda f: answer.set_result({}) if not answer.done() else None)
+
+        self.serial.submit(move_off)
+        return answer
+
+    def leave(self, timeout_s: float) -> bool:
+        """This member leaves gracefully (SIGTERM); True if the cluster confirmed in time.
+
+        A coordinator first hands its jobs over (terminal snapshots, executions stopped, records
+        replicated). Then every other member is told; the coordinator answers once this member's
+        jobs run elsewhere and its partitions moved, and the member may exit.
+        """
+        deadline = time.monotonic() + timeout_s
+        others = [m for m in self.members.reachable() if m != self.member_name]
+        if not others:
+            return True
+        if self.members.is_coordinator():
+            handed = self.serial.submit(self.lifecycle.hand_over)
+            try:
+                handed.result(timeout_s).result(max(0.0, deadline - time.monotonic()))
+                self.store.flush(max(0.0, deadline - time.monotonic()))
+            except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                log.warning("the jobs could not be handed over within %g s; leaving anyway", timeout_s)
+        self.members.mark_leaving(self.member_name)
+        calls = [self.channel.call(m, Operation.LEAVING) for m in others]
+        _, pending = concurrent.futures.wait(calls, max(0.0, deadline - time.monotonic()))
+        if pending:
+            log.warning("the cluster did not confirm the leave within %g s; leaving anyway", timeout_s)
+        return not pending
 
     def close(self) -> None:
         self._closed = True
         self.lifecycle.close()
         self.event_log.close()
+
+
+def _ignore(_: object) -> None:
+    """Job transitions are replicated in order without waiting (a snapshot's completion waits instead)."""

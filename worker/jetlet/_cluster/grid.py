@@ -541,20 +541,22 @@ class Grid:
         self._call_all("grid_copy", [(member, body) for member in table.members])
 
     # -- rebalancing ---------------------------------------------------------------
-    def rebalance(self, old: ReplicaTable, new: ReplicaTable) -> int:
+    def rebalance(self, old: ReplicaTable, new: ReplicaTable, leaving: Iterable[str] = ()) -> int:
         """Move partition copies from the ``old`` placement to the ``new`` one (see the module doc).
 
         Call it on every member of ``new`` with the same tables. Makes ``new`` the
         current table, sends this member's share of the copies and waits for their
         acknowledgements, then drops the partitions this member no longer keeps.
         Returns how many partitions this member sent. A failed transfer raises
-        :class:`GridError` and drops nothing.
+        :class:`GridError` and drops nothing. Members ``leaving`` gracefully are in no
+        replica of ``new`` but still send their copies (then drop them): nothing they
+        held is lost, whatever the backup count.
         """
         self._check_table(old)
         self._check_table(new)
         self._table = new
         me = self.member_name
-        members = set(new.members)
+        members = set(new.members) | set(leaving)
         lost: list[int] = []
         receivers: dict[str, list[int]] = collections.defaultdict(list)
         for partition in range(self.partition_count):

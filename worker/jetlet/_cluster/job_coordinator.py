@@ -50,11 +50,14 @@ from jetlet._cluster import (
 from jetlet._cluster import events as events_mod
 from jetlet._cluster import snapshot_coordinator as snapshots_mod
 from jetlet._cluster.control import Dispatch, MemberUnreachableError, Operation
-from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason
+from jetlet._cluster.job_records import TERMINAL, JobEntry, JobTable, Status, StopReason
 
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 30.0
+LEAVE_TIMEOUT_S = 60.0
+"""Longest a graceful leave waits for the jobs to run again without the member (it then goes anyway)."""
+_ACTIVE = (Status.RUNNING, Status.STARTING)
 
 
 class JobCoordinator:
@@ -90,6 +93,7 @@ class JobCoordinator:
         self._ids = itertools.count(int.from_bytes(os.urandom(5), "big") << 16)
         self._executions: dict[int, JobEntry] = {}
         self._scale_up: coordinator_thread.Cancellable | None = None
+        self._left: set[str] = set()
         self.ready = True
         """False while a take-over is loading the job records (operations then answer 'retry')."""
         channel.register(Operation.DONE, self._on_done, Dispatch.INLINE)
@@ -274,7 +278,9 @@ class JobCoordinator:
         if reason is StopReason.FAIL and entry.config.get("suspend_on_failure"):
             reason = StopReason.SUSPEND  # keep the state: the user can fix the cause and resume
             entry.suspension_cause, entry.failure = entry.failure, ""
-        if reason is StopReason.RESTART:
+        if reason is StopReason.HANDOVER:
+            self._store.save(entry.state())  # as it is: the next coordinator runs it on
+        elif reason is StopReason.RESTART:
             entry.restarts += 1
             self._events.append(
                 records.EventKind.JOB_RESTARTED,
@@ -308,7 +314,7 @@ class JobCoordinator:
 
     def member_lost(self, member: str, why: str) -> None:
         """``member`` is gone: restart the jobs that ran on it (its share counts as done)."""
-        self._events.append(records.EventKind.MEMBER_LEFT, member=member, reason=why)
+        self._member_left(member, why)
         for entry in list(self._jobs.active()):
             if member in entry.members and entry.status in (Status.RUNNING, Status.STARTING):
                 self.after_member_loss(entry, f"member {member} left the cluster while the job ran")
@@ -317,9 +323,16 @@ class JobCoordinator:
     def members_joined(self, joined: list[str]) -> None:
         """New members: auto-scaling jobs rescale onto them after ``scale_up_delay_millis``."""
         for member in joined:
+            self._left.discard(member)
             self._events.append(records.EventKind.MEMBER_JOINED, member=member)
         if self._scale_up is None and any(self._can_grow(e) for e in self._jobs.active()):
             self._scale_up = self._serial.call_later(self._scale_up_delay_s, self._rescale)
+
+    def _member_left(self, member: str, why: str) -> None:
+        """One ``member_left`` event per departure (a leave, then its connection dropping, is one)."""
+        if member not in self._left:
+            self._left.add(member)
+            self._events.append(records.EventKind.MEMBER_LEFT, member=member, reason=why)
 
     def _can_grow(self, entry: JobEntry) -> bool:
         live = set(self._members.live())
@@ -338,21 +351,106 @@ class JobCoordinator:
             entry.restart_reason = "the job is rescaled onto members that joined"
             self.stop(entry, StopReason.RESTART, entry.restart_reason)
 
+    # -- graceful leave ---------------------------------------------------------------------------
+    def member_leaving(self, member: str) -> concurrent.futures.Future[dict[str, Any]]:
+        """``member`` leaves gracefully: move its jobs off it and its partitions to the others.
+
+        Every job running on it takes a terminal snapshot and restarts without it (the
+        restart installs a table without it, so its partitions move first); the future
+        completes when each of them runs again (or ended), so the member can go.
+        """
+        self._member_left(member, "it is leaving the cluster gracefully")
+        affected = [e for e in self._jobs.active() if member in e.members and e.status in _ACTIVE]
+        for entry in affected:
+            entry.restart_reason = f"member {member} is leaving the cluster"
+            self._stop_with_terminal_snapshot(entry, StopReason.RESTART, entry.restart_reason)
+        settled = {e.id: self._running_again(e) for e in affected}
+        if not affected:
+            settled[0] = self._tables.ensure()  # no job: its partitions still move off it
+        moved: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        coordinator_thread.when_all(self._serial, settled, LEAVE_TIMEOUT_S, lambda _: moved.set_result({}))
+        return moved
+
+    def hand_over(self) -> concurrent.futures.Future[dict[str, Any]]:
+        """This coordinator leaves gracefully: terminal snapshots, executions stopped, records kept.
+
+        The next coordinator takes over from the records (as after a crash, but from a snapshot
+        taken just now, and with nothing left running here).
+        """
+        self.ready = False
+        affected = [e for e in self._jobs.active() if e.status in _ACTIVE]
+        ended: dict[int, concurrent.futures.Future[Any]] = {}
+        for entry in affected:
+            ended[entry.id] = self._handed_over(entry)
+            self._stop_with_terminal_snapshot(entry, StopReason.HANDOVER, "the coordinator is leaving")
+        done: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        coordinator_thread.when_all(self._serial, ended, LEAVE_TIMEOUT_S, lambda _: done.set_result({}))
+        return done
+
+    def _stop_with_terminal_snapshot(self, entry: JobEntry, reason: StopReason, message: str) -> None:
+        if entry.status is Status.RUNNING and entry.snapshots_enabled and entry.stopping is None:
+            self._snapshots.take(entry, True, lambda _problem: self.stop(entry, reason, message))
+        else:
+            self.stop(entry, reason, message)
+
+    def _handed_over(self, entry: JobEntry) -> concurrent.futures.Future[Any]:
+        ended: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        execution_id = entry.execution_id
+
+        def check() -> None:
+            if entry.execution_id != execution_id or self._executions.get(execution_id) is not entry:
+                ended.set_result(None)
+            else:
+                self._serial.call_later(0.02, check)
+
+        self._serial.call_later(0.02, check)
+        return ended
+
+    def _running_again(self, entry: JobEntry) -> concurrent.futures.Future[Any]:
+        """Completes when the entry runs a new execution (or is suspended or ended)."""
+        started = entry.execution_id
+        again: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def check() -> None:
+            moved_on = entry.execution_id != started and entry.status is Status.RUNNING
+            if moved_on or entry.status in (Status.SUSPENDED, *TERMINAL):
+                again.set_result(None)
+            else:
+                self._serial.call_later(0.02, check)
+
+        self._serial.call_later(0.02, check)
+        return again
+
     # -- taking over -----------------------------------------------------------------------------
-    def take_over(self, old_coordinator: str) -> None:
-        """This member is the coordinator now: load the records and the event log, run the jobs on."""
+    def take_over(self, old_coordinator: str) -> concurrent.futures.Future[dict[str, Any]]:
+        """This member is the coordinator now: load the records and the event log, run the jobs on.
+
+        The future completes once the records are loaded, the jobs restarted and the partition
+        table installed for the members there are (a gracefully leaving coordinator waits for it).
+        """
         log.warning("coordinator %s left: %s takes over its jobs", old_coordinator, self.member_name)
         self.ready = False
+        taken: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         loading: dict[str, concurrent.futures.Future[Any]] = {
             "states": self._store.load_all(),
             "events": self._store.load_events(),
         }
         coordinator_thread.when_all(
-            self._serial, loading, RPC_TIMEOUT_S * 2, lambda outcomes: self._loaded(old_coordinator, outcomes)
+            self._serial,
+            loading,
+            RPC_TIMEOUT_S * 2,
+            lambda outcomes: self._loaded(old_coordinator, outcomes, taken),
         )
+        return taken
 
-    def _loaded(self, old_coordinator: str, outcomes: Mapping[str, Any]) -> None:
+    def _loaded(
+        self,
+        old_coordinator: str,
+        outcomes: Mapping[str, Any],
+        taken: concurrent.futures.Future[dict[str, Any]],
+    ) -> None:
         self.ready = True
+        self._tables.ensure().add_done_callback(lambda _: taken.set_result({}))
         if isinstance(outcomes["events"], list):
             self._events.restore(outcomes["events"])
         self._events.append(

@@ -52,6 +52,8 @@ class StopReason(enum.Enum):
     CANCEL = "cancel"
     SUSPEND = "suspend"
     RESTART = "restart"
+    HANDOVER = "handover"
+    """The coordinator is leaving: the job's record is kept as it is for the next coordinator to run on."""
 
 
 class JobEntry:

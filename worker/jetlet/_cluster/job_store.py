@@ -40,8 +40,8 @@ EXPORTED_META_PREFIX = "exported-meta/"
 class JobStore(Protocol):
     """What the coordinator keeps outside itself (see the module doc)."""
 
-    def save(self, state: dict[str, Any]) -> None:
-        """Replicate a job's record (ordered, without waiting)."""
+    def save(self, state: dict[str, Any]) -> concurrent.futures.Future[bool]:
+        """Replicate a job's record (ordered, not waiting); the future: True once done, False if failed."""
         ...
 
     def save_event(self, event: records.JobEvent) -> None:
@@ -52,11 +52,15 @@ class JobStore(Protocol):
 
     def load_events(self) -> concurrent.futures.Future[list[records.JobEvent]]: ...
 
+    def flush(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` until every record and event saved so far is replicated."""
+        ...
+
     def delete_snapshot(self, prefix: str) -> None:
         """Drop a snapshot's data (a failed one, or one a newer snapshot superseded)."""
         ...
 
-    def offload(self, job_id: int, state: dict[str, Any]) -> None:
+    def offload(self, job_id: int, state: dict[str, Any]) -> concurrent.futures.Future[None]:
         """Write the job's last complete snapshot to the durable directory, if there is one."""
         ...
 
@@ -90,18 +94,23 @@ class GridJobStore:
         """One thread: a snapshot is offloaded before a newer one's completion can delete its data."""
         self._closed = threading.Event()
 
-    def _ordered_write(self, what: str, write: Callable[[], None]) -> None:
-        def run() -> None:
+    def _ordered_write(self, what: str, write: Callable[[], None]) -> concurrent.futures.Future[bool]:
+        def run() -> bool:
             try:
                 write()
             except grid_mod.GridError as exc:
                 log.warning("%s could not be replicated: %s", what, exc)
+                return False
+            return True
 
-        if not self._closed.is_set():
-            self._ordered.submit(run)
+        if self._closed.is_set():
+            closed: concurrent.futures.Future[bool] = concurrent.futures.Future()
+            closed.set_result(False)
+            return closed
+        return self._ordered.submit(run)
 
-    def save(self, state: dict[str, Any]) -> None:
-        self._ordered_write(
+    def save(self, state: dict[str, Any]) -> concurrent.futures.Future[bool]:
+        return self._ordered_write(
             f"job {state['name']}'s record", lambda: self._grid.put(JOBS_MAP, [(state["id"], state)])
         )
 
@@ -110,6 +119,10 @@ class GridJobStore:
             f"event {event.id}",
             lambda: self._grid.put(events.block_of(event.id), [(event.id, event.to_dict())]),
         )
+
+    def flush(self, timeout_s: float) -> None:
+        if not self._closed.is_set():
+            self._ordered.submit(lambda: None).result(timeout_s)
 
     def load_all(self) -> concurrent.futures.Future[list[dict[str, Any]]]:
         def load() -> list[dict[str, Any]]:
@@ -136,9 +149,12 @@ class GridJobStore:
 
         self._bulk.submit(delete)
 
-    def offload(self, job_id: int, state: dict[str, Any]) -> None:
+    def offload(self, job_id: int, state: dict[str, Any]) -> concurrent.futures.Future[None]:
         if self._offload is not None:
-            self._bulk.submit(self._offload.write, job_id, state)
+            return self._bulk.submit(self._offload.write, job_id, state)
+        nothing: concurrent.futures.Future[None] = concurrent.futures.Future()
+        nothing.set_result(None)
+        return nothing
 
     def forget_offloaded(self, job_id: int) -> None:
         if self._offload is not None:

@@ -8,7 +8,10 @@ connection dropped (:meth:`MembersView.mark_lost`), and from a member itself
 that it is leaving gracefully (:meth:`MembersView.mark_leaving`). A lost
 member counts as gone at once: calls waiting on it fail and it is left out
 of new executions until the membership drops it (a member that the
-membership drops and that comes back is a new member). A leaving member is
+membership drops and that comes back is a new member), or until its
+connection is back while the list still holds it (a connection that was
+reset, or a member that joined before its connection was up):
+:meth:`MembersView.found_again`. A leaving member is
 still connected — its data can still be read and moved off it — but it is
 not the coordinator any more and runs no new execution.
 
@@ -44,6 +47,16 @@ class MembersView:
             gone = self._lost | self._leaving
         return [m for m in self._member_names() if m not in gone]
 
+    def reachable(self) -> list[str]:
+        """The members not lost: the live ones and those leaving gracefully (their data can still move)."""
+        with self._changed:
+            lost = set(self._lost)
+        return [m for m in self._member_names() if m not in lost]
+
+    def leaving(self) -> list[str]:
+        with self._changed:
+            return sorted(self._leaving - self._lost)
+
     def coordinator(self) -> str:
         """The oldest member still reachable and not leaving (this member while it is alone)."""
         live = self.live()
@@ -62,6 +75,21 @@ class MembersView:
             if member in self._lost:
                 return False
             self._lost.add(member)
+            self._changed.notify_all()
+            return True
+
+    def lost_in_list(self) -> list[str]:
+        """Members counted lost that the member list still holds (they may come back)."""
+        with self._changed:
+            lost = set(self._lost)
+        return [m for m in self._member_names() if m in lost]
+
+    def found_again(self, member: str) -> bool:
+        """A lost member's connection is back (it was not dead); True if it counted as lost."""
+        with self._changed:
+            if member not in self._lost:
+                return False
+            self._lost.discard(member)
             self._changed.notify_all()
             return True
 

@@ -27,6 +27,7 @@ Every stage runs as a step on the coordinator thread, triggered by replies
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import time
@@ -193,9 +194,10 @@ class SnapshotCoordinator:
         if entry is not None and entry.execution_id != flight.execution_id and problem is None:
             problem = "the execution changed"
         stale: str | None = flight.prefix
+        kept: concurrent.futures.Future[Any] | None = None
         if problem is None and entry is not None:
             stale = entry.last_snapshot["prefix"] if entry.last_snapshot else None
-            self._complete(entry, flight)
+            kept = self._complete(entry, flight)
         elif entry is not None:
             log.warning("job %s: snapshot %d failed: %s", entry.name, flight.snapshot_id, problem)
             self._events.append(
@@ -205,6 +207,12 @@ class SnapshotCoordinator:
                 reason=problem or "",
                 details={"snapshot_id": flight.snapshot_id},
             )
+        if kept is None:
+            self._commit(flight, problem, stale)
+        else:  # the sinks commit only once the record naming this snapshot is replicated (and offloaded)
+            coordinator_thread.when_done(self._serial, kept, lambda _: self._commit(flight, problem, stale))
+
+    def _commit(self, flight: _InFlight, problem: str | None, stale: str | None) -> None:
         commits = {  # the second phase: sinks commit (or roll back) what they prepared
             m: self._channel.call(
                 m,
@@ -219,7 +227,8 @@ class SnapshotCoordinator:
             self._serial, commits, RPC_TIMEOUT_S, lambda _: self._committed(flight, problem, stale)
         )
 
-    def _complete(self, entry: JobEntry, flight: _InFlight) -> None:
+    def _complete(self, entry: JobEntry, flight: _InFlight) -> concurrent.futures.Future[Any]:
+        """Make the snapshot the job's last one; the future completes when that is replicated."""
         counts: dict[str, int] = {}
         for part in flight.parts.values():
             for vertex, count in part.get("counts", {}).items():
@@ -238,8 +247,8 @@ class SnapshotCoordinator:
         }
         entry.snapshot_count += 1
         state = entry.state()
-        self._store.save(state)
-        self._store.offload(entry.id, state)
+        replicated = self._store.save(state)
+        offloaded = self._store.offload(entry.id, state)
         self._events.append(
             records.EventKind.SNAPSHOT_COMPLETED,
             job_id=entry.id,
@@ -252,6 +261,14 @@ class SnapshotCoordinator:
                 "terminal": flight.terminal,
             },
         )
+        both: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        coordinator_thread.when_all(
+            self._serial,
+            {"record": replicated, "offload": offloaded},
+            RPC_TIMEOUT_S * 4,
+            lambda outcomes: both.set_result(outcomes),
+        )
+        return both
 
     def _committed(self, flight: _InFlight, problem: str | None, stale: str | None) -> None:
         if stale is not None:

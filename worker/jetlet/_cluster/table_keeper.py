@@ -10,6 +10,8 @@ table. Every reader — executions (which processor owns which key), the grid
 (which member holds which partition), the REST ``/cluster`` view and
 readiness — reads the table installed on its own member
 (:attr:`TableKeeper.current`), so there is one table, not one per reader.
+A member leaving gracefully is in no new table but is sent it too: it
+hands its partitions to their new owners before it goes.
 
 :meth:`TableKeeper.ensure` runs on a thread of its own (installing waits for
 the members to move their partitions), so the coordinator thread only waits
@@ -89,10 +91,12 @@ class TableKeeper:
         members = self._members.live()
         with self._lock:
             table = self._derived
-            if table is not None and list(table.members) == members and self._installed_on >= set(members):
+            current = self.current
+            in_place = table is not None and current == table and self._installed_on >= set(table.members)
+            if in_place and table is not None and list(table.members) == members:
                 return table
-            if table is None and self._grid.table is not None:  # taking over: start from the grid's table
-                table = self._grid.table.partitions
+            if current is not None and (table is None or current != table):
+                table = current  # another coordinator's table (this member took over): go on from it
             table = partition_table.PartitionTable.assign(members, self._partition_count, table)
         calls = {
             m: self._channel.call(
@@ -100,7 +104,7 @@ class TableKeeper:
             )
             for m in members
         }
-        installed = set()
+        installed: set[str] = set()
         for member, call in calls.items():
             try:
                 call.result(INSTALL_TIMEOUT_S)
@@ -137,7 +141,7 @@ class TableKeeper:
         if old is not None and peer != me and old.partitions.members == (me,) and me in table.members:
             log.info("member %s drops the table it made while alone and takes %s's", me, peer)
             old = None
-        sent = self._grid.rebalance(old, new) if old is not None else 0
+        sent = self._grid.rebalance(old, new, body.get("leaving", ())) if old is not None else 0
         self._grid.set_table(new)
         return {"sent": sent}
 

@@ -1,0 +1,69 @@
+"""SIGTERM is a graceful leave, not a crash: the jobs move off the member from a terminal snapshot.
+
+Real member processes on loopback; the job's committed output is compared
+with plain Python, and the event feed shows what happened: the member left
+gracefully and the job restarted for that reason, with no failure detection.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import time
+
+import pytest
+from test_fault_tolerance import (
+    _committed,
+    _config,
+    _wait_for_snapshot,
+    _windowed_count,
+    _windowed_reference,
+)
+
+from jetlet import ProcessingGuarantee
+from jetlet.client import connect
+from jetlet.local_cluster import local_cluster
+from jetlet.records import EventKind
+from jetlet.testing import wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return finished == pid
+
+
+@pytest.mark.parametrize("leaver", [2, 0], ids=["a-member", "the-coordinator"])
+def test_sigterm_moves_the_jobs_off_the_member_and_the_results_stay_exact(
+    tmp_path: pathlib.Path, leaver: int
+) -> None:
+    out = tmp_path / "out"
+    slow_detection = ["--heartbeat-interval-millis", "100", "--failure-timeout-millis", "60000"]
+    with local_cluster(3, slow_detection) as client:
+        survivor = connect(client.addresses[1 if leaver == 0 else 0], client.token)
+        job = client.new_job(_windowed_count(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
+        _wait_for_snapshot(client, job)
+        since = max((e.id for e in survivor.events(timeout=0.1)), default=0)
+        name = next(m.name for m in client.cluster().members if m.rest_address == client.addresses[leaver])
+        # when the member gets SIGTERM (the failure detector would take a minute to notice a crash)
+        started = time.monotonic()
+        os.kill(client.pids[leaver], signal.SIGTERM)
+        # then it exits on its own, well before the failure timeout, and the job runs on without it
+        wait_until(lambda: _gone(client.pids[leaver]), f"{name} to exit", 60)
+        assert time.monotonic() - started < 30
+        events = list(survivor.events(since=since, timeout=3))
+        left = [e for e in events if e.kind is EventKind.MEMBER_LEFT and e.member == name]
+        assert left, events
+        if leaver != 0:
+            assert "gracefully" in left[0].reason
+            assert any(e.kind is EventKind.JOB_RESTARTED and name in e.reason for e in events), events
+        else:
+            assert any(e.kind is EventKind.COORDINATOR_CHANGED for e in events), events
+        survivor.get_job(job.id).join(120)  # type: ignore[union-attr]
+    # and nothing was lost or duplicated
+    assert _committed(out) == _windowed_reference()
