@@ -20,7 +20,7 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.partitioning",
     "jetlet.core.snapshot_writer",
     "jetlet.core.snapshot_keys",
-    "jetlet._cluster.grid",
+    "jetlet._cluster.grid_store",
     "jetlet._cluster.member_flags",
     "jetlet._cluster.seed_watch",
     "jetlet.testing",

@@ -24,7 +24,10 @@ from typing import Any
 import pytest
 
 from jetlet._cluster import grid as grid_mod
-from jetlet._cluster.grid import Grid, GridError, MapStats, ReplicaTable, SnapshotDataError
+from jetlet._cluster import grid_files
+from jetlet._cluster.grid import Grid, GridError
+from jetlet._cluster.grid_files import SnapshotDataError
+from jetlet._cluster.grid_store import MapStats, ReplicaTable
 from jetlet._cluster.partition_table import PartitionTable
 from jetlet._network import serialization
 from jetlet.core.partitioning import stable_hash
@@ -472,16 +475,16 @@ def test_given_a_map_when_written_to_a_directory_then_read_back_equal(
     grids["b"].put("snap/1:a", data)
     directory = tmp_path / "offload"
     path = grids["a"].write_map_to_directory("snap/1:a", directory)
-    assert path == grid_mod.map_file_path(directory, "snap/1:a")
+    assert path == grid_files.map_file_path(directory, "snap/1:a")
     assert path.parent == directory
     assert [p.name for p in directory.iterdir()] == [path.name]
-    assert grid_mod.read_map_from_directory(directory, "snap/1:a") == data
+    assert grid_files.read_map_from_directory(directory, "snap/1:a") == data
     grids["b"].put("snap/1:a", {"k0": "newer"})
     grids["a"].write_map_to_directory("snap/1:a", directory)
-    assert grid_mod.read_map_from_directory(directory, "snap/1:a") == {**data, "k0": "newer"}
+    assert grid_files.read_map_from_directory(directory, "snap/1:a") == {**data, "k0": "newer"}
     assert len(list(directory.iterdir())) == 1
     grids["a"].write_map_to_directory("empty", directory)
-    assert grid_mod.read_map_from_directory(directory, "empty") == {}
+    assert grid_files.read_map_from_directory(directory, "empty") == {}
 
 
 @pytest.fixture
@@ -498,12 +501,12 @@ def test_given_a_truncated_map_file_when_read_then_snapshot_data_error_names_it(
     for length in range(len(data)):
         map_file.write_bytes(data[:length])
         with pytest.raises(SnapshotDataError, match="truncated") as caught:
-            grid_mod.read_map_from_directory(tmp_path, "m")
+            grid_files.read_map_from_directory(tmp_path, "m")
         assert caught.value.path == map_file
         assert str(map_file) in str(caught.value)
     map_file.write_bytes(data + b"\0")
     with pytest.raises(SnapshotDataError, match="1 bytes follow"):
-        grid_mod.read_map_from_directory(tmp_path, "m")
+        grid_files.read_map_from_directory(tmp_path, "m")
 
 
 def test_given_any_flipped_bit_in_a_map_file_when_read_then_snapshot_data_error(
@@ -516,7 +519,7 @@ def test_given_any_flipped_bit_in_a_map_file_when_read_then_snapshot_data_error(
         corrupted[offset] ^= 0x10
         map_file.write_bytes(bytes(corrupted))
         with pytest.raises(SnapshotDataError) as caught:
-            grid_mod.read_map_from_directory(tmp_path, "m")
+            grid_files.read_map_from_directory(tmp_path, "m")
         assert caught.value.path == map_file
         reasons.add(caught.value.reason.split(" ")[0])
     assert {"not", "format", "CRC32"} <= reasons
@@ -526,7 +529,7 @@ def test_given_a_missing_or_foreign_map_file_when_read_then_snapshot_data_error(
     map_file: Path, tmp_path: Path
 ) -> None:
     with pytest.raises(SnapshotDataError, match="does not exist"):
-        grid_mod.read_map_from_directory(tmp_path, "absent")
-    map_file.rename(grid_mod.map_file_path(tmp_path, "other"))
+        grid_files.read_map_from_directory(tmp_path, "absent")
+    map_file.rename(grid_files.map_file_path(tmp_path, "other"))
     with pytest.raises(SnapshotDataError, match="holds map 'm', not 'other'"):
-        grid_mod.read_map_from_directory(tmp_path, "other")
+        grid_files.read_map_from_directory(tmp_path, "other")

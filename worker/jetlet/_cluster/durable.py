@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from jetlet._cluster import grid as grid_mod
+from jetlet._cluster import grid_files
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class DurableSnapshots:
         try:
             for part in _PARTS:
                 self._grid.write_map_to_directory(f"{last['prefix']}/{part}", temporary)
-            grid_mod.write_entries_to_directory(_RECORD_MAP, {"state": dict(state)}, temporary)
+            grid_files.write_entries_to_directory(_RECORD_MAP, {"state": dict(state)}, temporary)
             target = self._folder(job_id)
             old = self.directory / f".job-{job_id}-{uuid.uuid4().hex}.old"
             if target.exists():
@@ -91,13 +92,13 @@ class DurableSnapshots:
                 continue
             state: dict[str, Any] | None = None
             try:
-                state = grid_mod.read_map_from_directory(folder, _RECORD_MAP)["state"]
+                state = grid_files.read_map_from_directory(folder, _RECORD_MAP)["state"]
                 assert state is not None
                 prefix = state["last_snapshot"]["prefix"]
                 parts = {
-                    part: grid_mod.read_map_from_directory(folder, f"{prefix}/{part}") for part in _PARTS
+                    part: grid_files.read_map_from_directory(folder, f"{prefix}/{part}") for part in _PARTS
                 }
-            except (grid_mod.SnapshotDataError, KeyError) as exc:
+            except (grid_files.SnapshotDataError, KeyError) as exc:
                 yield job_id, state, str(exc)
                 continue
             by_partition: dict[int, list[tuple[Any, Any]]] = {}
