@@ -20,6 +20,16 @@ if ! (cd "$HERE" && go mod download k8s.io/kubernetes >/dev/null 2>&1); then
     exit 0
 fi
 
+# One build at a time per DEST: a second `make test` waits for the first build, then finds it done.
+mkdir -p "$(dirname "$DEST")"
+exec 9>"$DEST.lock"
+if command -v flock >/dev/null 2>&1; then
+    flock 9
+fi
+if [ -f "$DEST/.stamp" ]; then
+    exit 0
+fi
+
 V=k8s.io/component-base/version
 CV=k8s.io/client-go/pkg/version
 NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
