@@ -5,7 +5,12 @@ PYTHON ?= python3
 
 SRC_DIRS := worker operator tests bench examples
 
-.PHONY: run test bench lint format clean
+.PHONY: run test bench lint format clean kube-bins kube-up kube-down
+
+# The Kubernetes control plane of tests/kube, built from Go modules (docs/testing-on-kubernetes.md).
+KUBE_VERSION := v1.36.3
+KUBE_BIN_DIR ?= $(HOME)/.cache/jetlet-kube/$(KUBE_VERSION)
+export JETLET_KUBE_BIN_DIR := $(KUBE_BIN_DIR)
 
 $(VENV)/.stamp-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,12 +33,25 @@ $(VENV)/.stamp-test: pyproject.toml
 run: $(VENV)/.stamp-run
 	$(VENV)/bin/jetlet demo
 
-test: $(VENV)/.stamp-test
+test: $(VENV)/.stamp-test kube-bins
 	$(VENV)/bin/ruff check $(SRC_DIRS)
 	$(VENV)/bin/ruff format --check $(SRC_DIRS)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
+
+# Does nothing when the binaries are there; without Go or the module proxy it says so and the
+# tests under tests/kube skip.
+kube-bins: $(KUBE_BIN_DIR)/.stamp
+
+$(KUBE_BIN_DIR)/.stamp:
+	tests/kube/tools/build.sh $(KUBE_BIN_DIR)
+
+kube-up: $(VENV)/.stamp-test kube-bins
+	cd tests/kube && $(abspath $(VENV))/bin/python -m kubeharness up
+
+kube-down: $(VENV)/.stamp-test
+	cd tests/kube && $(abspath $(VENV))/bin/python -m kubeharness down
 
 bench: $(VENV)/.stamp-bench
 	$(VENV)/bin/python bench/run_all.py
