@@ -14,7 +14,7 @@ import pytest
 
 import jetlet
 from jetlet import AggregateOperations, Pipeline, Sinks, Sources, client
-from jetlet._cluster import job_service, rest
+from jetlet._cluster import job_service, rest, rest_requests
 from jetlet.core import processors
 from jetlet.testing import wait_until
 
@@ -161,7 +161,7 @@ def test_given_no_or_a_wrong_token_then_refused_and_counted(member: Member) -> N
     assert status == 401 and "bearer token" in body["error"]
     with pytest.raises(client.RequestRefusedError, match="401"):
         client.connect(member.address, "wrong")
-    assert rest.refused_counts(member.app)["refused_unauthorized"] == 2
+    assert rest_requests.refused_counts(member.app)["refused_unauthorized"] == 2
     assert member.raw("GET", "/health", None, token="")[0] == 200
 
 
@@ -187,7 +187,7 @@ def test_given_a_running_job_when_a_bad_body_arrives_then_4xx_names_the_field_an
     job = member.client.new_job(_endless("ticks"), jetlet.JobConfig(name="endless"))
     got_status, body = member.raw("POST", path, data)
     assert (got_status, body["field"]) == (status, field)
-    assert rest.refused_counts(member.app)["refused_bad_request"] == 1
+    assert rest_requests.refused_counts(member.app)["refused_bad_request"] == 1
     assert job.status in (jetlet.JobStatus.STARTING, jetlet.JobStatus.RUNNING)
     job.cancel()
 

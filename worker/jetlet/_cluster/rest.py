@@ -7,7 +7,8 @@ Theory of operation
 the cluster. Every route except ``/health``, ``/ready`` and ``/openapi.json`` requires
 ``Authorization: Bearer <token>``; the token is compared in constant time,
 and a request without it is answered ``401`` and counted. Request bodies are
-JSON objects checked field by field before anything reaches the service: a
+JSON objects checked field by field (:mod:`~jetlet._cluster.rest_requests`)
+before anything reaches the service: a
 body that is too large (``413``), not JSON, not an object, missing a field
 or holding a field of the wrong type (``400``) is refused with a message
 naming the field, and counted. Such a request never reaches a job, so it
@@ -26,7 +27,9 @@ in ``data``: both sides of that exchange hold the token. The service's
 blocking calls (``join`` and observable long-polls wait) run on a small
 thread pool owned by the application (``jetlet-rest`` threads), so the event
 loop never blocks. ``/openapi.json`` is an OpenAPI 3 document generated from
-the route table, so it lists every route.
+the route table (:mod:`~jetlet._cluster.rest_openapi`), so it lists every
+route. ``/events`` serves the job-event feed as a JSON long-poll or as
+server-sent events that ride through a coordinator take-over.
 
 :class:`RestServer` runs the application on an event loop thread of its own
 (for tests and tools); the member process runs it on its main loop instead.
@@ -35,10 +38,7 @@ the route table, so it lists every route.
 from __future__ import annotations
 
 import asyncio
-import base64
-import collections
 import concurrent.futures
-import dataclasses
 import functools
 import hmac
 import json
@@ -47,23 +47,18 @@ import math
 import ssl
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-import cloudpickle
 from aiohttp import web
 
 from jetlet import errors
 from jetlet._cluster import events as events_mod
-from jetlet._cluster import job_definition, job_service
+from jetlet._cluster import job_definition, job_service, rest_openapi
+from jetlet._cluster import rest_requests as req
 
 _log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-ClusterInfo = Callable[[], dict[str, Any]]
-MembershipHandler = Callable[[dict[str, Any]], Awaitable[None]]
-ReadinessReport = Callable[[], dict[str, Any]]
-"""A member's readiness: a dict with ``ready`` (bool) and ``missing`` (see ``jetlet._cluster.readiness``)."""
-T = TypeVar("T")
 
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
 SSE_POLL_S = 15.0
@@ -72,78 +67,33 @@ MAX_JOIN_WAIT_S = 30.0
 """Longest one ``join`` or observable request waits; clients repeat it to wait longer."""
 
 
-@dataclasses.dataclass
-class _State:
-    """What the handlers of one application share."""
-
-    service: job_service.JobService
-    cluster_info: ClusterInfo
-    token: str
-    max_body: int
-    pool: concurrent.futures.ThreadPoolExecutor
-    membership: MembershipHandler | None = None
-    readiness: ReadinessReport | None = None
-    counters: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
-
-
-STATE_KEY = web.AppKey("jetlet_state", _State)
-
-
-def refused_counts(app: web.Application) -> dict[str, int]:
-    """How many requests were refused, by reason (``refused_unauthorized``, ``refused_bad_request``)."""
-    return dict(app[STATE_KEY].counters)
-
-
-class BadRequest(Exception):
-    """A request body or parameter is invalid; ``field`` names what is wrong."""
-
-    def __init__(self, field: str, message: str, status: int = 400) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.status = status
-
-
-def encode_data(value: object) -> str:
-    """Python data as base64 text of its cloudpickle (what ``data`` fields carry)."""
-    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
-
-
-def _error(status: int, message: str, field: str | None = None) -> web.Response:
-    body: dict[str, Any] = {"error": message}
-    if field is not None:
-        body["field"] = field
-    return web.json_response(body, status=status)
-
-
-def _counted(request: web.Request, what: str) -> None:
-    request.app[STATE_KEY].counters[what] += 1
-
-
 @web.middleware
 async def _auth_and_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path not in PUBLIC_PATHS:
-        expected = request.app[STATE_KEY].token
+        expected = request.app[req.STATE_KEY].token
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {expected}".encode()):
-            _counted(request, "refused_unauthorized")
+            req.counted(request, "refused_unauthorized")
             _log.warning(
                 "REST: refused %s %s from %s: bad or missing token",
                 request.method,
                 request.path,
                 request.remote,
             )
-            response = _error(401, "a valid bearer token is required (Authorization: Bearer <token>)")
+            response = req.error_response(
+                401, "a valid bearer token is required (Authorization: Bearer <token>)"
+            )
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
     try:
         return await handler(request)
-    except BadRequest as exc:
-        _counted(request, "refused_bad_request")
-        return _error(exc.status, str(exc), exc.field)
+    except req.BadRequest as exc:
+        req.counted(request, "refused_bad_request")
+        return req.error_response(exc.status, str(exc), exc.field)
     except web.HTTPException as exc:  # the router's 404 and 405: JSON, as every other error
         if exc.status < 400:
             raise
-        response = _error(
+        response = req.error_response(
             exc.status, f"{request.method} {request.path}: {exc.reason} (the routes: GET /openapi.json)"
         )
         if "Allow" in exc.headers:
@@ -151,7 +101,7 @@ async def _auth_and_errors(request: web.Request, handler: Handler) -> web.Stream
         return response
     except errors.JetletError as exc:  # typed: the client raises the same type (jetlet.errors.from_wire)
         if isinstance(exc, errors.InvalidJobError):
-            _counted(request, "refused_bad_request")
+            req.counted(request, "refused_bad_request")
         wire = errors.to_wire(exc)
         response = web.json_response({"error": str(exc), **wire}, status=exc.http_status)
         if isinstance(exc, errors.ClusterUnavailableError):
@@ -159,71 +109,12 @@ async def _auth_and_errors(request: web.Request, handler: Handler) -> web.Stream
         return response
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    limit = request.app[STATE_KEY].max_body
-    if request.content_length is not None and request.content_length > limit:
-        raise BadRequest("body", f"is {request.content_length} bytes, more than the limit of {limit}", 413)
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise BadRequest("body", f"is more than the limit of {limit} bytes", 413) from None
-    if not raw:
-        return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest("body", f"is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("body", f"must be a JSON object, got {type(body).__name__}")
-    return body
-
-
-def _field(body: dict[str, Any], name: str, kind: type[T] | tuple[type, ...], default: Any = ...) -> Any:
-    if name not in body:
-        if default is ...:
-            raise BadRequest(name, "is required")
-        return default
-    value = body[name]
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise BadRequest(name, f"must be {_kind_name(kind)}, got a boolean")
-    if not isinstance(value, kind):
-        raise BadRequest(name, f"must be {_kind_name(kind)}, got {type(value).__name__}")
-    return value
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {str: "a string", int: "an integer", float: "a number", dict: "an object", bool: "a boolean"}
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
-def _query_number(request: web.Request, name: str, default: float, kind: type = float) -> Any:
-    text = request.query.get(name)
-    if text is None:
-        return default
-    try:
-        value = kind(text)
-    except ValueError:
-        raise BadRequest(name, f"must be {_kind_name(kind)}, got {text!r}") from None
-    if value < 0:
-        raise BadRequest(name, f"must not be negative, got {text}")
-    return value
-
-
-async def _blocking(request: web.Request, call: Callable[[], T]) -> T:
-    return await asyncio.get_running_loop().run_in_executor(request.app[STATE_KEY].pool, call)
-
-
-def _service(request: web.Request) -> job_service.JobService:
-    return request.app[STATE_KEY].service
-
-
 async def _health(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok", "refused": refused_counts(request.app)})
+    return web.json_response({"status": "ok", "refused": req.refused_counts(request.app)})
 
 
 async def _ready(request: web.Request) -> web.Response:
-    report = request.app[STATE_KEY].readiness
+    report = request.app[req.STATE_KEY].readiness
     if report is None:
         return web.json_response({"ready": True, "missing": {}})
     body = report()
@@ -231,98 +122,102 @@ async def _ready(request: web.Request) -> web.Response:
 
 
 async def _cluster(request: web.Request) -> web.Response:
-    return web.json_response(request.app[STATE_KEY].cluster_info())
+    return web.json_response(request.app[req.STATE_KEY].cluster_info())
 
 
 async def _list_jobs(request: web.Request) -> web.Response:
-    records = await _blocking(request, _service(request).list_jobs)
+    records = await req.blocking(request, req.service(request).list_jobs)
     return web.json_response({"jobs": [r.to_dict() for r in records]})
 
 
 async def _submit(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    job_config = _field(body, "config", dict, {})
+    body = await req.json_body(request)
+    job_config = req.field(body, "config", dict, {})
     plan = functools.partial(job_definition.definition_from_request, body)  # runs user code: off the loop
-    definition = await _blocking(request, plan)
-    record = await _blocking(request, functools.partial(_service(request).submit, definition, job_config))
+    definition = await req.blocking(request, plan)
+    record = await req.blocking(
+        request, functools.partial(req.service(request).submit, definition, job_config)
+    )
     return web.json_response(record.to_dict(), status=201)
 
 
 async def _get_job(request: web.Request) -> web.Response:
-    record = await _blocking(request, functools.partial(_service(request).get, request.match_info["job"]))
+    record = await req.blocking(
+        request, functools.partial(req.service(request).get, request.match_info["job"])
+    )
     return web.json_response(record.to_dict())
 
 
 async def _metrics(request: web.Request) -> web.Response:
     job_key = request.match_info["job"]
-    metrics = await _blocking(request, functools.partial(_service(request).metrics, job_key))
+    metrics = await req.blocking(request, functools.partial(req.service(request).metrics, job_key))
     return web.json_response({"metrics": metrics})
 
 
 async def _join(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    timeout = _field(body, "timeout", (int, float), MAX_JOIN_WAIT_S)
+    body = await req.json_body(request)
+    timeout = req.field(body, "timeout", (int, float), MAX_JOIN_WAIT_S)
     if timeout < 0:
-        raise BadRequest("timeout", f"must not be negative, got {timeout}")
+        raise req.BadRequest("timeout", f"must not be negative, got {timeout}")
     wait = min(float(timeout), MAX_JOIN_WAIT_S)
-    call = functools.partial(_service(request).join, request.match_info["job"], wait)
-    return web.json_response((await _blocking(request, call)).to_dict())
+    call = functools.partial(req.service(request).join, request.match_info["job"], wait)
+    return web.json_response((await req.blocking(request, call)).to_dict())
 
 
 def _operation(perform: Callable[[job_service.JobService, str], Any], summary: str) -> Handler:
     async def handle(request: web.Request) -> web.Response:
-        await _json_body(request)
-        call = functools.partial(perform, _service(request), request.match_info["job"])
-        return web.json_response((await _blocking(request, call)).to_dict())
+        await req.json_body(request)
+        call = functools.partial(perform, req.service(request), request.match_info["job"])
+        return web.json_response((await req.blocking(request, call)).to_dict())
 
     handle.__doc__ = summary
     return handle
 
 
 async def _export_snapshot(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    name = _field(body, "name", str)
+    body = await req.json_body(request)
+    name = req.field(body, "name", str)
     if not name.strip() or "/" in name:
-        raise BadRequest("name", f"must be a non-empty name without '/', got {name!r}")
-    cancel = _field(body, "cancel", bool, False)
-    call = functools.partial(_service(request).export_snapshot, request.match_info["job"], name, cancel)
-    return web.json_response({"snapshot": await _blocking(request, call)}, status=201)
+        raise req.BadRequest("name", f"must be a non-empty name without '/', got {name!r}")
+    cancel = req.field(body, "cancel", bool, False)
+    call = functools.partial(req.service(request).export_snapshot, request.match_info["job"], name, cancel)
+    return web.json_response({"snapshot": await req.blocking(request, call)}, status=201)
 
 
 async def _list_snapshots(request: web.Request) -> web.Response:
-    return web.json_response({"snapshots": await _blocking(request, _service(request).list_snapshots)})
+    return web.json_response({"snapshots": await req.blocking(request, req.service(request).list_snapshots)})
 
 
 async def _delete_snapshot(request: web.Request) -> web.Response:
-    call = functools.partial(_service(request).delete_snapshot, request.match_info["name"])
-    await _blocking(request, call)
+    call = functools.partial(req.service(request).delete_snapshot, request.match_info["name"])
+    await req.blocking(request, call)
     return web.json_response({"ok": True})
 
 
 async def _get_list(request: web.Request) -> web.Response:
-    items = await _blocking(
-        request, functools.partial(_service(request).get_list, request.match_info["name"])
+    items = await req.blocking(
+        request, functools.partial(req.service(request).get_list, request.match_info["name"])
     )
-    return web.json_response({"data": encode_data(items)})
+    return web.json_response({"data": req.encode_data(items)})
 
 
 async def _get_map(request: web.Request) -> web.Response:
-    entries = await _blocking(
-        request, functools.partial(_service(request).get_map, request.match_info["name"])
+    entries = await req.blocking(
+        request, functools.partial(req.service(request).get_map, request.match_info["name"])
     )
-    return web.json_response({"data": encode_data(entries)})
+    return web.json_response({"data": req.encode_data(entries)})
 
 
 async def _observable(request: web.Request) -> web.Response:
-    position = _query_number(request, "from", 0, int)
-    timeout = min(_query_number(request, "timeout", 0.0), MAX_JOIN_WAIT_S)
+    position = req.query_number(request, "from", 0, int)
+    timeout = min(req.query_number(request, "timeout", 0.0), MAX_JOIN_WAIT_S)
     call = functools.partial(
-        _service(request).observable_items, request.match_info["name"], position, timeout
+        req.service(request).observable_items, request.match_info["name"], position, timeout
     )
-    found = await _blocking(request, call)
+    found = await req.blocking(request, call)
     return web.json_response(
         {
-            "data": encode_data(found.items),
+            "data": req.encode_data(found.items),
             "next_position": found.next_position,
             "done": found.done,
             "error": found.error,
@@ -331,30 +226,30 @@ async def _observable(request: web.Request) -> web.Response:
 
 
 async def _membership(request: web.Request) -> web.Response:
-    handler = request.app[STATE_KEY].membership
+    handler = request.app[req.STATE_KEY].membership
     if handler is None:
-        return _error(404, "this server takes no part in a cluster's membership")
-    await handler(await _json_body(request))
+        return req.error_response(404, "this server takes no part in a cluster's membership")
+    await handler(await req.json_body(request))
     return web.json_response({"ok": True})
 
 
 async def _events(request: web.Request) -> web.StreamResponse:
     """The job-event feed: JSON long-poll (``?since=N&timeout=S``), or server-sent events."""
-    since = _query_number(request, "since", 0, int)
+    since = req.query_number(request, "since", 0, int)
     if "text/event-stream" in request.headers.get("Accept", ""):
         last_seen = request.headers.get("Last-Event-ID", "")
         if last_seen:
             if not last_seen.isdigit():
-                raise BadRequest("Last-Event-ID", f"must be an event id (a number), got {last_seen!r}")
+                raise req.BadRequest("Last-Event-ID", f"must be an event id (a number), got {last_seen!r}")
             since = int(last_seen)
         return await _event_stream(request, since)
-    timeout = min(_query_number(request, "timeout", 0.0), MAX_JOIN_WAIT_S)
+    timeout = min(req.query_number(request, "timeout", 0.0), MAX_JOIN_WAIT_S)
     page = await _next_events(request, since, timeout)
     return web.json_response({"events": [e.to_dict() for e in page.events], "last_id": page.last_id})
 
 
 async def _next_events(request: web.Request, since: int, timeout: float) -> events_mod.EventsPage:
-    future = _service(request).events(since, timeout)
+    future = req.service(request).events(since, timeout)
     try:
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout + 5.0)
     except TimeoutError:
@@ -451,85 +346,32 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/observables/{name}", _observable, "Observable items from ?from=N, waiting ?timeout=S for one."),
 ]
 
-_BODIES: dict[str, dict[str, Any]] = {
-    "/jobs": {
-        "type": "object",
-        "properties": {
-            "definition": {"type": "string", "format": "byte", "description": "base64 cloudpickle of a DAG"},
-            "entrypoint": {
-                "type": "string",
-                "description": "package.module:function in the worker image; with source, a function of it",
-            },
-            "source": {"type": "string", "description": "Python source that defines the entrypoint"},
-            "arguments": {"type": "object", "description": "keyword arguments of the entrypoint"},
-            "config": {"type": "object"},
-        },
-        "oneOf": [{"required": ["definition"]}, {"required": ["entrypoint"]}],
-    },
-    "/jobs/{job}/export-snapshot": {
-        "type": "object",
-        "required": ["name"],
-        "properties": {"name": {"type": "string"}, "cancel": {"type": "boolean"}},
-    },
-    "/jobs/{job}/join": {"type": "object", "properties": {"timeout": {"type": "number", "minimum": 0}}},
-}
-
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3 description of every route."""
-    paths: dict[str, dict[str, Any]] = {}
-    for method, path, _, summary in _ROUTES:
-        operation: dict[str, Any] = {
-            "summary": summary,
-            "responses": {
-                "200": {"description": "OK"},
-                "400": {"description": "Invalid request; names the field"},
-            },
-        }
-        parameters = [
-            {"name": part[1:-1], "in": "path", "required": True, "schema": {"type": "string"}}
-            for part in path.split("/")
-            if part.startswith("{")
-        ]
-        if parameters:
-            operation["parameters"] = parameters
-        if path not in PUBLIC_PATHS:
-            operation["security"] = [{"bearer": []}]
-            operation["responses"]["401"] = {"description": "Missing or wrong bearer token"}
-        if path == "/ready":
-            operation["responses"] = {
-                "200": {"description": "Ready"},
-                "503": {"description": "Not ready; missing names what is missing"},
-            }
-        if method == "POST" and path in _BODIES:
-            operation["requestBody"] = {"content": {"application/json": {"schema": _BODIES[path]}}}
-        paths.setdefault(path, {})[method.lower()] = operation
-    return {
-        "openapi": "3.0.3",
-        "info": {"title": "jetlet member REST API", "version": "1"},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "paths": paths,
-    }
+    return rest_openapi.document(
+        [(method, path, summary) for method, path, _, summary in _ROUTES], PUBLIC_PATHS
+    )
 
 
 async def _close_pool(app: web.Application) -> None:
-    app[STATE_KEY].pool.shutdown(wait=True, cancel_futures=True)
+    app[req.STATE_KEY].pool.shutdown(wait=True, cancel_futures=True)
 
 
 def create_app(
     service: job_service.JobService,
-    cluster_info: ClusterInfo,
+    cluster_info: req.ClusterInfo,
     token: str,
     max_body: int = 64 * 1024 * 1024,
-    membership: MembershipHandler | None = None,
-    readiness: ReadinessReport | None = None,
+    membership: req.MembershipHandler | None = None,
+    readiness: req.ReadinessReport | None = None,
 ) -> web.Application:
     """The REST application; ``token`` must be non-empty; without ``readiness`` ``/ready`` is always 200."""
     if not token:
         raise ValueError("the REST API needs a non-empty bearer token")
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=max_body)
     pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
-    app[STATE_KEY] = _State(service, cluster_info, token, max_body, pool, membership, readiness)
+    app[req.STATE_KEY] = req.State(service, cluster_info, token, max_body, pool, membership, readiness)
     app.on_cleanup.append(_close_pool)
     for method, path, handler, _ in _ROUTES:
         app.router.add_route(method, path, handler)
