@@ -20,8 +20,8 @@ the odd key counts (10,002 for "10k" ... 10,000,002 for "10M").
 **Observing the restarted job.** The sink (a ``SinkBuilder`` sink, one per
 member) writes a small file into a directory of this process when its
 processor starts (the time of ``init``) and when it receives its first item,
-named after the execution id (``context.job_id``: a restart is a new
-execution). The stateful stage emits every 1000th item (and every
+named after the execution id (``context.execution_id``: a restart is a new
+execution; ``context.job_id`` stays the same). The stateful stage emits every 1000th item (and every
 violation), so the first item reaches the sink within about 3 ms of the
 first new output at 300,000 items/s. Times are ``time.time()`` of the member
 processes and of this process, one clock. Nothing is read over REST while a
@@ -161,7 +161,7 @@ def _counting_job(keys: int, out_dir: str, rate: float, count: int | None) -> Pi
         return None
 
     def sink_create(context: Any) -> dict[str, Any]:
-        tag = f"{context.job_id}-{context.member_index}"
+        tag = f"{context.execution_id}-{context.member_index}"
         _write_json(f"{out_dir}/start-{tag}.json", {"time": time.time()})
         return {"tag": tag, "first": False, "violations": 0, "examples": []}
 

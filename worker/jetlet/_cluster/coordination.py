@@ -169,7 +169,8 @@ class Coordination:
         was_coordinator = self.members.coordinator() == peer
         self.members.mark_leaving(peer)
         if self._closed or self.members.is_leaving(self.member_name) or not self.members.is_coordinator():
-            return {}  # a member that is leaving itself takes nothing over (the whole cluster may be stopping)
+            return {}  # a member that is leaving takes nothing over (the whole cluster may be stopping)
+        log.info("member %s is leaving gracefully: moving its jobs and partitions off it", peer)
         answer: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
 
         def move_off() -> None:
