@@ -26,7 +26,9 @@ rescale after ``scale_up_delay_millis``. A member that takes over as
 coordinator loads the job records and the event log from the replicated
 store and runs on every job that was running. A job with
 ``split_brain_protection`` starts only while the cluster holds a majority
-of its last known size.
+of its last known size. A member that leaves gracefully, or this
+coordinator leaving, is :mod:`~jetlet._cluster.graceful_leave`'s part: the
+jobs take a terminal snapshot and run on without it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from jetlet import records
 from jetlet._cluster import (
     control,
     coordinator_thread,
+    graceful_leave,
     job_store,
     members_view,
     partition_table,
@@ -50,13 +53,11 @@ from jetlet._cluster import (
 from jetlet._cluster import events as events_mod
 from jetlet._cluster import snapshot_coordinator as snapshots_mod
 from jetlet._cluster.control import Dispatch, MemberUnreachableError, Operation
-from jetlet._cluster.job_records import TERMINAL, JobEntry, JobTable, Status, StopReason
+from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason
 
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 30.0
-LEAVE_TIMEOUT_S = 60.0
-"""Longest a graceful leave waits for the jobs to run again without the member (it then goes anyway)."""
 _ACTIVE = (Status.RUNNING, Status.STARTING)
 
 
@@ -96,6 +97,9 @@ class JobCoordinator:
         self._left: set[str] = set()
         self.ready = True
         """False while a take-over is loading the job records (operations then answer 'retry')."""
+        self._leave = graceful_leave.GracefulLeave(
+            serial, jobs, snapshots, tables, self.stop, self._member_left, self._executions.get
+        )
         channel.register(Operation.DONE, self._on_done, Dispatch.INLINE)
 
     def new_id(self) -> int:
@@ -351,75 +355,15 @@ class JobCoordinator:
             entry.restart_reason = "the job is rescaled onto members that joined"
             self.stop(entry, StopReason.RESTART, entry.restart_reason)
 
-    # -- graceful leave ---------------------------------------------------------------------------
+    # -- graceful leave (jetlet._cluster.graceful_leave) -------------------------------------------
     def member_leaving(self, member: str) -> concurrent.futures.Future[dict[str, Any]]:
-        """``member`` leaves gracefully: move its jobs off it and its partitions to the others.
-
-        Every job running on it takes a terminal snapshot and restarts without it (the
-        restart installs a table without it, so its partitions move first); the future
-        completes when each of them runs again (or ended), so the member can go.
-        """
-        self._member_left(member, "it is leaving the cluster gracefully")
-        affected = [e for e in self._jobs.active() if member in e.members and e.status in _ACTIVE]
-        for entry in affected:
-            entry.restart_reason = f"member {member} is leaving the cluster"
-            self._stop_with_terminal_snapshot(entry, StopReason.RESTART, entry.restart_reason)
-        settled = {e.id: self._running_again(e) for e in affected}
-        if not affected:
-            settled[0] = self._tables.ensure()  # no job: its partitions still move off it
-        moved: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        coordinator_thread.when_all(self._serial, settled, LEAVE_TIMEOUT_S, lambda _: moved.set_result({}))
-        return moved
+        """``member`` leaves gracefully: its jobs move off it (:meth:`.GracefulLeave.member_leaving`)."""
+        return self._leave.member_leaving(member)
 
     def hand_over(self) -> concurrent.futures.Future[dict[str, Any]]:
-        """This coordinator leaves gracefully: terminal snapshots, executions stopped, records kept.
-
-        The next coordinator takes over from the records (as after a crash, but from a snapshot
-        taken just now, and with nothing left running here).
-        """
+        """This coordinator leaves (:meth:`.GracefulLeave.hand_over`); operations answer 'retry' from now."""
         self.ready = False
-        affected = [e for e in self._jobs.active() if e.status in _ACTIVE]
-        ended: dict[int, concurrent.futures.Future[Any]] = {}
-        for entry in affected:
-            ended[entry.id] = self._handed_over(entry)
-            self._stop_with_terminal_snapshot(entry, StopReason.HANDOVER, "the coordinator is leaving")
-        done: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        coordinator_thread.when_all(self._serial, ended, LEAVE_TIMEOUT_S, lambda _: done.set_result({}))
-        return done
-
-    def _stop_with_terminal_snapshot(self, entry: JobEntry, reason: StopReason, message: str) -> None:
-        if entry.status is Status.RUNNING and entry.snapshots_enabled and entry.stopping is None:
-            self._snapshots.take(entry, True, lambda _problem: self.stop(entry, reason, message))
-        else:
-            self.stop(entry, reason, message)
-
-    def _handed_over(self, entry: JobEntry) -> concurrent.futures.Future[Any]:
-        ended: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        execution_id = entry.execution_id
-
-        def check() -> None:
-            if entry.execution_id != execution_id or self._executions.get(execution_id) is not entry:
-                ended.set_result(None)
-            else:
-                self._serial.call_later(0.02, check)
-
-        self._serial.call_later(0.02, check)
-        return ended
-
-    def _running_again(self, entry: JobEntry) -> concurrent.futures.Future[Any]:
-        """Completes when the entry runs a new execution (or is suspended or ended)."""
-        started = entry.execution_id
-        again: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def check() -> None:
-            moved_on = entry.execution_id != started and entry.status is Status.RUNNING
-            if moved_on or entry.status in (Status.SUSPENDED, *TERMINAL):
-                again.set_result(None)
-            else:
-                self._serial.call_later(0.02, check)
-
-        self._serial.call_later(0.02, check)
-        return again
+        return self._leave.hand_over()
 
     # -- taking over -----------------------------------------------------------------------------
     def take_over(self, old_coordinator: str) -> concurrent.futures.Future[dict[str, Any]]:
