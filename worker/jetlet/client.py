@@ -54,7 +54,6 @@ from jetlet.core import dag as dag_mod
 
 LONG_POLL_S = 30.0
 """Longest single wait the member grants; longer waits repeat it."""
-_TERMINAL = records.TERMINAL_STATUSES
 _SEARCH_DEPTH = 6
 
 
@@ -340,7 +339,7 @@ class Client:
         if job_config.name is None:
             raise ValueError("new_job_if_absent needs a job name")
         active = self.get_job(job_config.name)
-        if active is not None and active.record_status() not in _TERMINAL:
+        if active is not None and not active.last_record.is_terminal:
             return active
         try:
             return self.new_job(definition, job_config)
@@ -458,12 +457,12 @@ def _refusal(exc: urllib.error.HTTPError) -> RequestRefusedError:
 
 
 class RemoteJob(job.Job):
-    """A job on the cluster; each property read fetches its current state."""
+    """A job on the cluster; each property read fetches its current :class:`~jetlet.records.JobRecord`."""
 
     def __init__(self, client: Client, record: dict[str, Any]) -> None:
         self._client = client
-        self._record = record
-        self._id = int(record["id"])
+        self._record = records.JobRecord.from_dict(record)
+        self._id = self._record.id
         self._future: concurrent.futures.Future[None] | None = None
         self._lock = threading.Lock()
 
@@ -473,39 +472,47 @@ class RemoteJob(job.Job):
 
     @property
     def name(self) -> str:
-        return str(self._record["name"])
+        return self._record.name
 
     @property
     def submission_time(self) -> int:
-        return int(self._record["submission_time"])
+        return self._record.submission_time
 
     @property
     def status(self) -> job.JobStatus:
-        return job.JobStatus(self._refresh()["status"])
+        return self.record().status
 
     @property
     def completion_time(self) -> int | None:
-        value = self._refresh()["completion_time"]
-        return None if value is None else int(value)
+        return self.record().completion_time
 
     @property
     def config(self) -> dict[str, Any]:
-        return dict(self._record["config"])
+        return dict(self._record.config)
 
     @property
     def dag_dot(self) -> str:
-        return str(self._record["dag_dot"])
+        return self._record.dag_dot
+
+    def record(self) -> records.JobRecord:
+        """The job's record now (one request): status, failure, snapshot, restarts, execution..."""
+        self._record = records.JobRecord.from_dict(self._client.request("GET", self._path()))
+        return self._record
+
+    @property
+    def last_record(self) -> records.JobRecord:
+        """The record as of the last request (no request)."""
+        return self._record
 
     def record_status(self) -> str:
         """The status as of the last fetch (no request)."""
-        return str(self._record["status"])
+        return self._record.status.value
 
     def _path(self, action: str = "") -> str:
         return f"/jobs/{self._id}" + (f"/{action}" if action else "")
 
-    def _refresh(self) -> dict[str, Any]:
-        self._record = self._client.request("GET", self._path())
-        return self._record
+    def _post(self, action: str, body: dict[str, Any]) -> None:
+        self._record = records.JobRecord.from_dict(self._client.request("POST", self._path(action), body))
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until the job ends; raise its failure. ``TimeoutError`` if ``timeout`` passes first."""
@@ -513,19 +520,20 @@ class RemoteJob(job.Job):
         while True:
             remaining = LONG_POLL_S if deadline is None else max(0.0, deadline - time.monotonic())
             wait = min(remaining, LONG_POLL_S)
-            self._record = self._client.request("POST", self._path("join"), {"timeout": wait}, wait=wait)
-            if self._record["status"] in _TERMINAL:
+            reply = self._client.request("POST", self._path("join"), {"timeout": wait}, wait=wait)
+            self._record = records.JobRecord.from_dict(reply)
+            if self._record.is_terminal:
                 self._raise_failure()
                 return
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"job {self.name!r} still {self._record['status']} after {timeout} s")
+                raise TimeoutError(f"job {self.name!r} still {self._record.status.value} after {timeout} s")
 
     def _raise_failure(self) -> None:
-        if self._record["status"] != "FAILED":
+        if self._record.status is not job.JobStatus.FAILED:
             return
-        if self._record["cancelled"]:
-            raise errors.JobCancelledError(self._record["failure"])
-        raise errors.JobFailedError(self._record["failure"], self._record["failure_traceback"])
+        if self._record.cancelled:
+            raise errors.JobCancelledError(self._record.failure)
+        raise errors.JobFailedError(self._record.failure, self._record.failure_traceback)
 
     @property
     def future(self) -> concurrent.futures.Future[None]:
@@ -546,16 +554,16 @@ class RemoteJob(job.Job):
             self._future.set_result(None)
 
     def cancel(self) -> None:
-        self._record = self._client.request("POST", self._path("cancel"), {})
+        self._post("cancel", {})
 
     def suspend(self) -> None:
-        self._record = self._client.request("POST", self._path("suspend"), {})
+        self._post("suspend", {})
 
     def resume(self) -> None:
-        self._record = self._client.request("POST", self._path("resume"), {})
+        self._post("resume", {})
 
     def restart(self) -> None:
-        self._record = self._client.request("POST", self._path("restart"), {})
+        self._post("restart", {})
 
     def metrics(self) -> dict[str, Any]:
         result: dict[str, Any] = self._client.request("GET", self._path("metrics"))["metrics"]
@@ -564,13 +572,13 @@ class RemoteJob(job.Job):
     @property
     def suspension_cause(self) -> str:
         """Why the job is suspended (empty unless it is ``SUSPENDED``)."""
-        return str(self._refresh().get("suspension_cause", ""))
+        return self.record().suspension_cause
 
     @property
     def snapshot(self) -> dict[str, Any]:
-        """The last complete snapshot (``id``, ``time``, ``bytes``, ``entries``; ``count``)."""
-        found: dict[str, Any] = self._refresh().get("snapshot", {})
-        return found
+        """The last complete snapshot (``id``, ``time``, ``bytes``, ``entries``; ``count``); typed:
+        ``record().last_snapshot``."""
+        return dict(self.record().snapshot)
 
     def export_snapshot(self, name: str) -> dict[str, Any]:
         """Save the job's current state as the snapshot ``name`` (replacing one of that name)."""
@@ -583,7 +591,7 @@ class RemoteJob(job.Job):
     def _export(self, name: str, cancel: bool) -> dict[str, Any]:
         body = {"name": name, "cancel": cancel}
         found: dict[str, Any] = self._client.request("POST", self._path("export-snapshot"), body)["snapshot"]
-        self._refresh()
+        self.record()
         return found
 
 
