@@ -7,7 +7,8 @@ import pathlib
 
 import pytest
 
-from jetlet._cluster import settings
+from jetlet import config
+from jetlet._cluster import member_flags, settings
 
 
 def test_given_three_sources_then_flags_beat_environment_beat_file(
@@ -88,3 +89,52 @@ def test_given_a_missing_secret_file_when_read_then_the_setting_is_named(tmp_pat
     loaded = settings.load({"secret_file": str(tmp_path / "none")}, environ={})
     with pytest.raises(settings.SettingsError, match="'secret_file'"):
         loaded.read_secret()
+
+
+def test_given_no_settings_then_the_instance_and_edge_defaults_are_the_configs_own() -> None:
+    # the defaults are stated once, by InstanceConfig and EdgeConfig: a member restating one differently fails
+    assert settings.MemberSettings().instance_config() == config.InstanceConfig()
+    mirrored = {*settings.INSTANCE_SETTINGS, *settings.EDGE_SETTINGS}
+    assert {
+        "cooperative_thread_count",
+        "flow_control_period_millis",
+        "queue_size",
+        "packet_size_limit",
+    } <= mirrored
+    assert mirrored <= settings.NAMES
+
+
+def test_given_an_edge_setting_then_its_help_is_the_edge_configs_description() -> None:
+    help_text = member_flags.help_texts()["packet_size_limit"]
+    assert help_text.startswith("Most items in one network packet")
+    assert help_text.endswith(f"(default {config.EdgeConfig().packet_size_limit})")
+    assert member_flags.help_texts()["flow_control_period_millis"].startswith(
+        "How often a receiver acknowledges"
+    )
+
+
+def test_given_every_instance_and_edge_setting_then_instance_config_carries_it() -> None:
+    # when: each of them is set to a value other than its default
+    values = {
+        "cooperative_thread_count": 3,
+        "flow_control_period_millis": 7,
+        "backup_count": 2,
+        "scale_up_delay_millis": 5,
+        "partition_count": 13,
+        "queue_size": 11,
+        "packet_size_limit": 17,
+        "receive_window_multiplier": 4,
+    }
+    assert set(values) == {*settings.INSTANCE_SETTINGS, *settings.EDGE_SETTINGS}
+    instance = settings.load({name: str(value) for name, value in values.items()}).instance_config()
+    # then: the instance config has every one of them
+    assert instance == config.InstanceConfig(
+        cooperative_thread_count=3,
+        flow_control_period_millis=7,
+        backup_count=2,
+        scale_up_delay_millis=5,
+        partition_count=13,
+        default_edge_config=config.EdgeConfig(
+            queue_size=11, packet_size_limit=17, receive_window_multiplier=4
+        ),
+    )

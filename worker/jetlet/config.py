@@ -47,7 +47,8 @@ class EdgeConfig:
     queue_size: int = 1024
     """Capacity, in items, of each single-producer single-consumer queue."""
     packet_size_limit: int = 16384
-    """Largest network packet, in bytes, that a distributed edge sends."""
+    """Most items in one network packet of a distributed edge (a packet larger than a network
+    frame is split further)."""
     receive_window_multiplier: int = 3
     """The receive window's target is this times what was processed in one
     flow-control period."""

@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 Every field of :class:`~jetlet._cluster.settings.MemberSettings` is a flag
 (``queue_size`` is ``--queue-size``). Its help is the field's attribute
-docstring, read once from the settings module's source with :mod:`ast` (the
-docstrings are the one place settings are documented), followed by its
-default. Values stay text (``None``: not given) so that
+docstring, read once from the source with :mod:`ast` (the docstrings are
+the one place settings are documented: the instance and edge settings'
+are those of :class:`~jetlet.config.InstanceConfig` and
+:class:`~jetlet.config.EdgeConfig`), followed by its default. Values stay text (``None``: not given) so that
 :func:`jetlet._cluster.settings.load` can tell a flag from the environment
 and the file, and check and convert them all alike.
 
@@ -33,6 +34,7 @@ import itertools
 import logging
 import socket
 
+from jetlet import config
 from jetlet._cluster import settings
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -41,8 +43,16 @@ _SECRETS = frozenset({"secret", "token"})
 
 @functools.cache
 def _docstrings() -> dict[str, str]:
-    """Each settings field's attribute docstring, from the source of ``MemberSettings``."""
-    tree = ast.parse(inspect.getsource(settings.MemberSettings))
+    """Each setting's attribute docstring, from the source of ``MemberSettings``; the instance and
+    edge settings' from ``InstanceConfig`` and ``EdgeConfig``, where they are stated."""
+    found: dict[str, str] = {}
+    for owner in (config.EdgeConfig, config.InstanceConfig, settings.MemberSettings):
+        found.update(_attribute_docstrings(owner))
+    return found
+
+
+def _attribute_docstrings(owner: type) -> dict[str, str]:
+    tree = ast.parse(inspect.getsource(owner))
     body = tree.body[0].body  # type: ignore[attr-defined]
     found: dict[str, str] = {}
     for statement, following in itertools.pairwise(body):

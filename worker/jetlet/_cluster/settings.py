@@ -3,10 +3,13 @@
 Theory of operation
 -------------------
 :class:`MemberSettings` is one frozen dataclass holding everything a member
-process needs, with Jet's names for the instance settings
+process needs. The fields of :class:`~jetlet.config.InstanceConfig`
 (``cooperative_thread_count``, ``flow_control_period_millis``,
-``backup_count``, ``scale_up_delay_millis``) and the edge defaults
-(``queue_size``, ``packet_size_limit``, ``receive_window_multiplier``).
+``backup_count``, ``scale_up_delay_millis``, ``partition_count``) and of its
+default :class:`~jetlet.config.EdgeConfig` (``queue_size``,
+``packet_size_limit``, ``receive_window_multiplier``) are settings too, under
+the same names, with the defaults and descriptions those classes state:
+:meth:`MemberSettings.instance_config` composes them back.
 :func:`load` merges three sources, the first that sets a key winning:
 
 1. flags (a mapping from setting name to value; ``None`` means "not given"),
@@ -53,6 +56,14 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where Kubernetes mounts a pod's service-account token, CA certificate and namespace."""
 DISCOVERY_KINDS = ("dns", "kubernetes")
 """The values of the ``discovery`` setting."""
+_INSTANCE = config.InstanceConfig()
+_EDGE = config.EdgeConfig()
+INSTANCE_SETTINGS = tuple(
+    f.name for f in dataclasses.fields(config.InstanceConfig) if f.name != "default_edge_config"
+)
+"""The settings that are :class:`~jetlet.config.InstanceConfig`'s fields (its edge default aside)."""
+EDGE_SETTINGS = tuple(f.name for f in dataclasses.fields(config.EdgeConfig))
+"""The settings that are the fields of the instance's default :class:`~jetlet.config.EdgeConfig`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,22 +117,16 @@ class MemberSettings:
     """PEM CA certificate(s) that members' certificates are checked against."""
     snapshot_directory: str = ""
     """Where complete snapshots are also written; a cluster started with it resumes its jobs."""
-    cooperative_thread_count: int = 1
-    """Threads that run cooperative tasklets (one Python thread runs at a time: scale with members)."""
-    flow_control_period_millis: int = 100
-    """How often a receiver acknowledges data and resizes its window."""
-    backup_count: int = 1
-    """Backups of every partition of the snapshot store (0 to 6)."""
-    scale_up_delay_millis: int = 10000
-    """Wait after a member joins before jobs are restarted to use it."""
-    partition_count: int = config.DEFAULT_PARTITION_COUNT
-    """Partitions of the key space; the same on every member."""
-    queue_size: int = 1024
-    """Capacity, in items, of each queue between two processors."""
-    packet_size_limit: int = 16384
-    """Largest network packet, in bytes, that a distributed edge sends."""
-    receive_window_multiplier: int = 3
-    """A receive window is this times what was processed in one flow-control period."""
+    # The instance and edge settings: their defaults and descriptions are InstanceConfig's and
+    # EdgeConfig's (jetlet.config), stated there once; member_flags reads the descriptions from there.
+    cooperative_thread_count: int = _INSTANCE.cooperative_thread_count
+    flow_control_period_millis: int = _INSTANCE.flow_control_period_millis
+    backup_count: int = _INSTANCE.backup_count
+    scale_up_delay_millis: int = _INSTANCE.scale_up_delay_millis
+    partition_count: int = _INSTANCE.partition_count
+    queue_size: int = _EDGE.queue_size
+    packet_size_limit: int = _EDGE.packet_size_limit
+    receive_window_multiplier: int = _EDGE.receive_window_multiplier
     heartbeat_interval_millis: int = 500
     """How often a member tells every other member it is alive."""
     failure_timeout_millis: int = 5000
@@ -173,19 +178,10 @@ class MemberSettings:
             raise SettingsError(f"setting {exc}") from exc
 
     def instance_config(self) -> config.InstanceConfig:
-        """The engine's ``InstanceConfig`` with these settings."""
-        edge = config.EdgeConfig(
-            queue_size=self.queue_size,
-            packet_size_limit=self.packet_size_limit,
-            receive_window_multiplier=self.receive_window_multiplier,
-        )
+        """The engine's ``InstanceConfig`` with these settings (its default edge config too)."""
+        edge = config.EdgeConfig(**{name: getattr(self, name) for name in EDGE_SETTINGS})
         return config.InstanceConfig(
-            cooperative_thread_count=self.cooperative_thread_count,
-            flow_control_period_millis=self.flow_control_period_millis,
-            backup_count=self.backup_count,
-            scale_up_delay_millis=self.scale_up_delay_millis,
-            partition_count=self.partition_count,
-            default_edge_config=edge,
+            **{name: getattr(self, name) for name in INSTANCE_SETTINGS}, default_edge_config=edge
         )
 
     def read_secret(self) -> bytes:
