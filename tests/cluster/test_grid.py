@@ -26,9 +26,9 @@ import pytest
 from jetlet._cluster import grid as grid_mod
 from jetlet._cluster import grid_files
 from jetlet._cluster.grid import Grid, GridError
-from jetlet._cluster.grid_files import SnapshotDataError
 from jetlet._cluster.grid_store import MapStats, ReplicaTable
 from jetlet._cluster.partition_table import PartitionTable
+from jetlet._cluster.snapshot_data import SnapshotDataError
 from jetlet._network import serialization
 from jetlet.core.partitioning import stable_hash
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from jetlet._cluster import grid as grid_mod
-from jetlet._cluster import grid_files
+from jetlet._cluster import grid_files, snapshot_data
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class DurableSnapshots:
                 parts = {
                     part: grid_files.read_map_from_directory(folder, f"{prefix}/{part}") for part in _PARTS
                 }
-            except (grid_files.SnapshotDataError, KeyError) as exc:
+            except (snapshot_data.SnapshotDataError, KeyError) as exc:
                 yield job_id, state, str(exc)
                 continue
             by_partition: dict[int, list[tuple[Any, Any]]] = {}

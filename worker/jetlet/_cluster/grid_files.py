@@ -22,9 +22,10 @@ one. Its layout (big-endian)::
     the map name (UTF-8), then the payload: serialization.dumps([keys, values])
 
 Reading checks every one of these; a missing, truncated, corrupted or
-foreign file raises :class:`SnapshotDataError` naming the file and what is
-wrong, never partial data. Files come from this cluster's own members, so
-values are unpickled (user objects are stored as cloudpickles).
+foreign file raises :class:`~jetlet._cluster.snapshot_data.SnapshotDataError`
+naming the file (its ``path``) and what is wrong (its ``reason``), never
+partial data. Files come from this cluster's own members, so values are
+unpickled (user objects are stored as cloudpickles).
 """
 
 from __future__ import annotations
@@ -38,20 +39,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jetlet import errors
-from jetlet._cluster import grid_store
+from jetlet._cluster import grid_store, snapshot_data
 from jetlet._network import serialization
 
 MAP_FILE_SUFFIX = ".jlmap"
 
 
-class SnapshotDataError(errors.JetletError):
-    """A map file on disk cannot be used: ``path`` names it, ``reason`` says what is wrong."""
-
-    def __init__(self, path: Path | str, reason: str) -> None:
-        super().__init__(f"map file {path} is unusable: {reason}")
-        self.path = Path(path)
-        self.reason = reason
+def _unusable(path: Path, reason: str) -> snapshot_data.SnapshotDataError:
+    return snapshot_data.SnapshotDataError(f"map file {path} is unusable: {reason}", path, reason)
 
 
 def write_entries_to_directory(map_name: str, entries: Mapping[Any, Any], directory: Path | str) -> Path:
@@ -103,45 +98,44 @@ def read_map_from_directory(directory: Path | str, map_name: str) -> dict[Any, A
     """The entries of ``map_name`` as :meth:`~jetlet._cluster.grid.Grid.write_map_to_directory` or
     :func:`write_entries_to_directory` wrote them to ``directory``.
 
-    Raises :class:`SnapshotDataError` if the file is missing, truncated, corrupted or holds another map.
+    Raises :class:`~jetlet._cluster.snapshot_data.SnapshotDataError` if the file is missing, truncated,
+    corrupted or holds another map.
     """
     path = map_file_path(directory, map_name)
     try:
         data = path.read_bytes()
     except FileNotFoundError as exc:
-        raise SnapshotDataError(path, "the file does not exist") from exc
+        raise _unusable(path, "the file does not exist") from exc
     except OSError as exc:
-        raise SnapshotDataError(path, f"the file cannot be read: {exc}") from exc
+        raise _unusable(path, f"the file cannot be read: {exc}") from exc
     return _decode_map_file(path, data, map_name)
 
 
 def _decode_map_file(path: Path, data: bytes, map_name: str) -> dict[Any, Any]:
     if len(data) < _HEADER_SIZE:
-        raise SnapshotDataError(
-            path, f"truncated: {len(data)} bytes, less than the {_HEADER_SIZE}-byte header"
-        )
+        raise _unusable(path, f"truncated: {len(data)} bytes, less than the {_HEADER_SIZE}-byte header")
     magic, version, name_size, count, payload_size = _FIELDS.unpack_from(data)
     if magic != _MAGIC:
-        raise SnapshotDataError(path, f"not a jetlet map file (magic {magic!r}, expected {_MAGIC!r})")
+        raise _unusable(path, f"not a jetlet map file (magic {magic!r}, expected {_MAGIC!r})")
     if version != _VERSION:
-        raise SnapshotDataError(path, f"format version {version} is not supported (only {_VERSION})")
+        raise _unusable(path, f"format version {version} is not supported (only {_VERSION})")
     expected = _HEADER_SIZE + name_size + payload_size
     if len(data) < expected:
-        raise SnapshotDataError(path, f"truncated: {len(data)} bytes where the header announces {expected}")
+        raise _unusable(path, f"truncated: {len(data)} bytes where the header announces {expected}")
     if len(data) > expected:
-        raise SnapshotDataError(path, f"{len(data) - expected} bytes follow the announced end of the file")
+        raise _unusable(path, f"{len(data) - expected} bytes follow the announced end of the file")
     (stored,) = _CRC.unpack_from(data, _FIELDS.size)
     computed = zlib.crc32(data[_HEADER_SIZE:], zlib.crc32(data[: _FIELDS.size]))
     if stored != computed:
-        raise SnapshotDataError(path, f"CRC32 mismatch: stored {stored:08x}, computed {computed:08x}")
+        raise _unusable(path, f"CRC32 mismatch: stored {stored:08x}, computed {computed:08x}")
     name = data[_HEADER_SIZE : _HEADER_SIZE + name_size].decode(errors="replace")
     if name != map_name:
-        raise SnapshotDataError(path, f"the file holds map {name!r}, not {map_name!r}")
+        raise _unusable(path, f"the file holds map {name!r}, not {map_name!r}")
     try:
         keys, values = serialization.loads(data[_HEADER_SIZE + name_size :])
         entries = {key: serialization.loads(value) for key, value in zip(keys, values, strict=True)}
     except (serialization.SerializationError, TypeError, ValueError) as exc:
-        raise SnapshotDataError(path, f"the entries cannot be decoded: {exc}") from exc
+        raise _unusable(path, f"the entries cannot be decoded: {exc}") from exc
     if len(entries) != count:
-        raise SnapshotDataError(path, f"{len(entries)} distinct entries where the header announces {count}")
+        raise _unusable(path, f"{len(entries)} distinct entries where the header announces {count}")
     return entries

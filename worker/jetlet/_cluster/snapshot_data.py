@@ -8,7 +8,8 @@ that runs as one processor in the whole cluster) together. Each chunk is
 pickled (its values were already frozen to bytes by the tasklet that saved
 them, :func:`jetlet.core.snapshot_writer.freeze`) and framed as ``magic, version, entry count, CRC-32, length,
 payload``, so that a truncated or corrupted chunk is detected when it is
-read, never restored from silently.
+read, never restored from silently. Damage raises :class:`SnapshotDataError`,
+the one error for damaged snapshot data, in the grid or on disk.
 
 In the grid a snapshot is two maps: ``<prefix>/data`` holds partition
 chunks under the partition they belong to, keyed ``(vertex, member, partition)``;
@@ -23,6 +24,7 @@ import pickle
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -38,7 +40,17 @@ _HEADER = struct.Struct(">4sHIII")  # magic, version, entry count, crc32, payloa
 
 
 class SnapshotDataError(errors.JetletError):
-    """Snapshot data is missing, truncated, corrupted or does not fit the job."""
+    """Snapshot data is missing, truncated, corrupted or does not fit the job.
+
+    Raised for a chunk in the grid (here) and for a map file on disk
+    (:mod:`jetlet._cluster.grid_files`); ``path`` names the file (None for a chunk),
+    ``reason`` says what is wrong.
+    """
+
+    def __init__(self, message: str, path: Path | str | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.reason = reason or message
 
 
 def encode(entries: Entries) -> bytes:
