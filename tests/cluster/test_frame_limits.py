@@ -2,6 +2,9 @@
 
 With 200 KB items a sender once built a 94 MB frame; the receiver refused it
 over its 64 MiB limit by dropping the connection, which split the cluster.
+Before the fix the job with a 64 MiB item even COMPLETED, the item lost with
+the dropped connection. (tests/network/test_network_frame_bounds.py makes a
+sender queue 8 MB against a 1 MiB limit, which dropped the link before.)
 """
 
 from __future__ import annotations
