@@ -293,7 +293,7 @@ class _Link:
         self._name = name
 
     def send(self, peer: str, msg_type: MessageType, payload: bytes) -> None:
-        if peer not in self._cluster.alive or self._name not in self._cluster.alive:
+        if not self._cluster.connected(self._name, peer):
             raise PeerUnavailableError(f"member {peer} is not connected")
         self._cluster.frames.append((self._name, peer, payload))
 
@@ -320,7 +320,7 @@ class Node:
             cluster.scale_up_delay_s,
             lambda: True,
             self.executions.cancel_coordinated_by,
-            lambda peer: peer in cluster.alive,
+            lambda peer: cluster.connected(name, peer),
         )
 
     @property
@@ -340,6 +340,8 @@ class InMemoryCluster:
         self.member_list: list[str] = []
         self.nodes: dict[str, Node] = {}
         self.snapshot_counts: dict[str, dict[str, int]] = {}
+        self.cut: set[frozenset[str]] = set()
+        """Links reset between two live members (each side sees the other's connection drop)."""
         for name in names:
             self.join(name)
 
@@ -354,6 +356,24 @@ class InMemoryCluster:
     def _publish(self) -> None:
         for name in sorted(self.alive):
             self.nodes[name].coordination.on_members_changed(list(self.member_list))
+        self.settle()
+
+    def connected(self, a: str, b: str) -> bool:
+        return a in self.alive and b in self.alive and frozenset((a, b)) not in self.cut
+
+    def cut_link(self, a: str, b: str) -> None:
+        """The link between live members ``a`` and ``b`` resets (``ss -K``): frames in flight are lost."""
+        self.cut.add(frozenset((a, b)))
+        self.frames = collections.deque(f for f in self.frames if {f[0], f[1]} != {a, b})
+        self.nodes[a].coordination.on_peer_lost(b)
+        self.nodes[b].coordination.on_peer_lost(a)
+        self.settle()
+
+    def heal_link(self, a: str, b: str) -> None:
+        """The two members reconnect; each notices at its next heartbeat tick."""
+        self.cut.discard(frozenset((a, b)))
+        for name in sorted(self.alive):
+            self.nodes[name].coordination.tick()
         self.settle()
 
     def settle(self, limit: int = 100_000) -> None:
@@ -390,6 +410,11 @@ class InMemoryCluster:
         for other in sorted(self.alive):
             self.nodes[other].coordination.on_peer_lost(name)
         self.settle()
+
+    def crash(self, name: str) -> None:
+        """``name`` dies and, after its failure timeout, the membership drops it."""
+        self.kill(name)
+        self.drop(name)
 
     def drop(self, name: str) -> None:
         """The membership removes ``name`` (after its failure timeout) and publishes the new list."""

@@ -153,8 +153,12 @@ def test_the_coordinator_lost_another_member_takes_over_and_runs_the_job_on() ->
     running_execution(cluster, job.id)
     cluster.advance(1.0)
     events_before = cluster.events()
-    # when the coordinator a dies
+    # when the coordinator a dies: its connections drop, and the others keep it as coordinator
+    # until the membership drops it (a dropped connection is not a dead member)
     cluster.kill("a")
+    assert cluster.nodes["b"].members.coordinator() == "a"
+    assert cluster.nodes["b"].executions.inits[-1]["members"] == ["a", "b", "c"]
+    cluster.drop("a")
     # then b loads the records from the replicated store and runs the job on b and c
     assert cluster.coordinator() == "b"
     execution = running_execution(cluster, job.id)
@@ -239,3 +243,24 @@ def test_operations_refused_name_the_problem_with_a_typed_error() -> None:
     cluster.settle()
     with pytest.raises(errors.JobNotFoundError, match="nope"):
         missing.result(0)
+
+
+def test_a_reset_link_to_the_coordinator_makes_no_second_coordinator_and_heals() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"], scale_up_delay_s=10.0)
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    # when the link between the coordinator a and b resets (both stay alive and members)
+    cluster.cut_link("a", "b")
+    # then b does not take over: a stays the only coordinator, with the job's record
+    assert [cluster.nodes[m].members.coordinator() for m in "abc"] == ["a", "a", "a"]
+    assert not any(e.kind is EventKind.COORDINATOR_CHANGED for e in cluster.events(at="a"))
+    assert cluster.nodes["b"].jobs.all() == []
+    # and a restarts the job without b, from its last snapshot
+    execution = running_execution(cluster, job.id)
+    assert cluster.nodes["a"].executions.inits[-1]["members"] == ["a", "c"]
+    # when the link heals, b counts again and the job rescales onto it after the delay
+    cluster.heal_link("a", "b")
+    cluster.advance(10.0)
+    assert cluster.record(job.id).execution_id != execution
+    assert cluster.nodes["a"].executions.inits[-1]["members"] == ["a", "b", "c"]

@@ -9,13 +9,16 @@ Only the coordinator's is used; the others wait, empty, until their member
 takes over.
 
 It turns what the network and the membership report into the coordinator's
-events: a member whose connection dropped (:meth:`Coordination.on_peer_lost`)
-or that the membership dropped (:meth:`Coordination.on_members_changed`) is
-lost — if it was the coordinator, its executions everywhere are cancelled
-and the next-oldest member takes over; otherwise the coordinator restarts
-the jobs that ran on it — and members that joined make auto-scaling jobs
-rescale. A member that announces a graceful leave (``leaving``) is left out
-of new executions at once.
+events. A member whose connection dropped (:meth:`Coordination.on_peer_lost`)
+is left out of new executions and the coordinator restarts the jobs that ran
+on it at once; when its connection is back while the list still holds it
+(a reset link), it counts again and jobs rescale onto it. The coordinator is
+declared gone only by the membership (:meth:`Coordination.on_members_changed`,
+after its failure timeout): then its executions everywhere are cancelled and
+the next-oldest member takes over. So a reset link never makes two members
+coordinate. Members that joined make auto-scaling jobs rescale. A member
+that announces a graceful leave (``leaving``) is left out of new executions
+at once.
 
 :class:`~jetlet._cluster.cluster_service.ClusterJobService` builds it on the
 real grid, transport and thread; the deterministic tests build it on
@@ -73,6 +76,8 @@ class Coordination:
         self.tables = tables
         self._coordinator_lost = coordinator_lost
         self._is_connected = is_connected
+        self._handled: set[str] = set()
+        """Members whose loss the coordinator already acted on (a later drop by the membership is no news)."""
         self.event_log = events_mod.EventLog(persist=self._persist_event)
         self.jobs = job_records.JobTable(self.event_log, lambda entry: _ignore(store.save(entry.state())))
         self.snapshots = snapshots_mod.SnapshotCoordinator(serial, channel, self.jobs, self.event_log, store)
@@ -101,21 +106,34 @@ class Coordination:
             self.store.save_event(event)
 
     def on_peer_lost(self, peer: str) -> None:
-        """A member's connection dropped (on the network thread: nothing here blocks)."""
-        was_coordinator = self.members.coordinator() == peer
-        if self.members.mark_lost(peer):
-            self._handle_loss(peer, "its connection dropped", was_coordinator)
+        """A member's connection dropped (on the network thread: nothing here blocks).
+
+        Calls waiting on it fail, and it is left out of new executions until its connection is
+        back. The coordinator restarts the jobs that ran on it at once. The loss of the
+        *coordinator's* connection changes nothing else: a reset link is not a dead member, and
+        only the membership decides that the coordinator is gone (see ``on_members_changed``).
+        """
         self.channel.peer_lost(peer)
+        news = self.members.mark_lost(peer)
+        if self.members.coordinator() == peer:
+            if news:
+                log.warning("the connection to the coordinator %s dropped: reconnecting", peer)
+            return
+        if news and peer not in self._handled:
+            self._handled.add(peer)
+            self._handle_loss(peer, "its connection dropped", False)
 
     def on_members_changed(self, names: Sequence[str]) -> None:
         """A new member list: the dropped members are lost (they may hang with their connection open)."""
         before = self.members.known()
-        already = {m for m in before if self.members.is_lost(m) or self.members.is_leaving(m)}
-        coordinator_before = next((m for m in before if m not in already), None)
+        leaving = {m for m in before if self.members.is_leaving(m)}
+        coordinator_before = next((m for m in before if m not in leaving), None)
         dropped, joined = self.members.members_changed(names)
         for member in dropped:
             self.channel.peer_lost(member)
-            if member not in already:
+            handled = member in self._handled or member in leaving
+            self._handled.discard(member)
+            if not handled:
                 log.warning("member %s was dropped from the cluster (missed heartbeats)", member)
                 self._handle_loss(member, "the membership dropped it", member == coordinator_before)
         joined = [m for m in joined if m != self.member_name]
@@ -133,6 +151,7 @@ class Coordination:
             m for m in self.members.lost_in_list() if self._is_connected(m) and self.members.found_again(m)
         ]
         for member in back:
+            self._handled.discard(member)
             log.info("member %s is reachable again", member)
         if not self.members.is_coordinator():
             return

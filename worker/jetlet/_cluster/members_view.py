@@ -15,7 +15,10 @@ reset, or a member that joined before its connection was up):
 still connected — its data can still be read and moved off it — but it is
 not the coordinator any more and runs no new execution.
 
-The coordinator is the oldest member that is neither lost nor leaving. Every
+The coordinator is the oldest member of the list that is not leaving: a
+lost connection never changes it (a reset link between two live members
+must not make both coordinate); the membership's heartbeats decide that the
+coordinator is gone, by dropping it from the list. Every
 reader gets a consistent answer under one lock; :meth:`wait_for_coordinator_change`
 lets a caller whose coordinator just vanished wait (bounded) for the next one.
 """
@@ -58,9 +61,13 @@ class MembersView:
             return sorted(self._leaving - self._lost)
 
     def coordinator(self) -> str:
-        """The oldest member still reachable and not leaving (this member while it is alone)."""
-        live = self.live()
-        return live[0] if live else self.member_name
+        """The oldest member of the list that is not leaving (this member while it is alone).
+
+        A lost connection does not change it: only the membership (heartbeats) decides that the
+        coordinator is gone, so a reset link can never make two members coordinate.
+        """
+        with self._changed:
+            return self.coordinator_locked()
 
     def is_coordinator(self) -> bool:
         return self.coordinator() == self.member_name
@@ -128,6 +135,5 @@ class MembersView:
             return self.coordinator_locked()
 
     def coordinator_locked(self) -> str:
-        gone = self._lost | self._leaving
-        live = [m for m in self._member_names() if m not in gone]
-        return live[0] if live else self.member_name
+        staying = [m for m in self._member_names() if m not in self._leaving]
+        return staying[0] if staying else self.member_name
