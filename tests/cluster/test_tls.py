@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 import socket
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +123,30 @@ def test_with_tls_flags_the_data_port_refuses_a_plain_tcp_peer_that_holds_the_se
         anonymous.wrap_socket(raw, server_hostname="127.0.0.1") as sock,
     ):
         assert not _try_handshake(sock, "a")
+
+
+@pytest.mark.parametrize("broken", ["cert", "key", "ca", "cert-not-pem"])
+def test_a_member_with_a_missing_or_bad_tls_file_exits_with_one_line_naming_the_flag(
+    tls_files: dict[str, str], tmp_path: Path, broken: str
+) -> None:
+    files = dict(tls_files)
+    if broken == "cert-not-pem":
+        (tmp_path / "not.pem").write_text("not a certificate\n")
+        files["cert"] = str(tmp_path / "not.pem")
+    else:
+        files[broken] = str(tmp_path / "missing.pem")
+    (tmp_path / "token").write_text("a-token-0123456789")
+    (tmp_path / "secret").write_text(SECRET)
+    command = [
+        sys.executable, "-m", "jetlet.member", "--rest-port", "0", "--data-port", "0",
+        "--token-file", str(tmp_path / "token"), "--secret-file", str(tmp_path / "secret"),
+        "--tls-cert-file", files["cert"], "--tls-key-file", files["key"], "--tls-ca-file", files["ca"],
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    flag = {"cert": "--tls-cert-file", "key": "--tls-key-file", "ca": "--tls-ca-file"}.get(
+        broken, "--tls-cert-file"
+    )
+    assert flag in lines[0] and ("No such file" in lines[0] or "not a PEM" in lines[0])

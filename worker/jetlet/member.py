@@ -475,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         token, secret = config.read_token(), config.read_secret()
         level = member_flags.log_level(config.log_level)
         discovery.for_settings(config, os.environ)  # malformed entries, unresolvable kubernetes settings
+        tls.check_files(config.tls_cert_file, config.tls_key_file, config.tls_ca_file)  # a line, no traceback
     except (settings.SettingsError, ValueError) as exc:
         print(f"jetlet member: {exc}", file=sys.stderr)
         return 2
