@@ -27,7 +27,7 @@ $(VENV)/.stamp-bench: pyproject.toml
 $(VENV)/.stamp-test: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test,spark]'
+	$(VENV)/bin/python -m pip install -q -e '.[test,spark,operator]'
 	touch $@
 
 run: $(VENV)/.stamp-run
