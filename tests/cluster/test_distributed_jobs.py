@@ -126,6 +126,24 @@ def test_flow_control_bounds_in_flight_items_when_one_members_consumer_is_slow(c
         assert 0 < values["maxInFlight"] <= receiver["maxReceiveWindow"]
 
 
+def test_an_edge_config_sets_that_distributed_edges_packet_size_on_every_member(cluster: Any) -> None:
+    # given a distributed edge whose own EdgeConfig allows one item per packet (the members' default: 16384)
+    count = 6_000
+    dag = DAG()
+    source = dag.new_vertex("source", processors.source_from_iterable(range(count)))
+    sink = dag.new_vertex("sink", _store_sink("one-per-packet"), 1)
+    one_per_packet = jetlet.EdgeConfig(packet_size_limit=1)
+    dag.edge(Edge.between(source, sink).partitioned(_identity).distributed().set_config(one_per_packet))
+    # when the job runs
+    job = cluster.new_job(dag)
+    job.join(120)
+    # then every number arrived once, and each member's sender to each other member sent a packet per item
+    assert sorted(cluster.get_list("one-per-packet")) == list(range(count))
+    senders = {k: v for k, v in job.metrics().items() if "distributedPacketsOut" in v}
+    assert len(senders) == 6 and all(v["distributedItemsOut"] > 100 for v in senders.values())
+    assert all(v["distributedPacketsOut"] >= v["distributedItemsOut"] for v in senders.values()), senders
+
+
 def test_a_user_function_that_raises_fails_the_job_on_all_members_with_its_traceback(cluster: Any) -> None:
     # given a map that raises on one item: only the member that reads it fails by itself
     def explode(n: int) -> int:

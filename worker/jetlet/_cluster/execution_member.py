@@ -22,7 +22,11 @@ the coordinator:
 Members know executions by their id, never jobs: a late message of an old
 execution finds nothing and can never disturb a newer one (fencing).
 ``DATA`` and ``FLOW_ACK`` frames are routed to the execution's
-:class:`~jetlet._network.tasklets.RemoteLinks` on the network thread.
+:class:`~jetlet._network.tasklets.RemoteLinks` on the network thread. Each
+distributed edge's flow control takes the instance's
+``flow_control_period_millis`` and the packet size limit and receive window
+multiplier of the edge's own ``EdgeConfig``, or else of the instance's
+default one (:func:`edge_flow_settings`).
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ import dataclasses
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
+
+import cloudpickle
 
 from jetlet import _embedded, config, errors
 from jetlet._cluster import control, snapshot_data
@@ -47,10 +52,32 @@ from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
 from jetlet._network.transport import PeerUnavailableError
 from jetlet.core import snapshot_writer
+from jetlet.core.dag import DAG
 
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 30.0
+
+
+def edge_flow_settings(
+    dag: DAG, instance: config.InstanceConfig, base: remote.FlowSettings
+) -> dict[int, remote.FlowSettings]:
+    """The flow settings of each of ``dag``'s edges, by the id the execution plan gives it (its index).
+
+    ``base`` (the member's: initial window, frame limit) with the instance's
+    ``flow_control_period_millis``, and the ``packet_size_limit`` and
+    ``receive_window_multiplier`` of the edge's own :class:`~jetlet.config.EdgeConfig`, or else of the
+    instance's default one.
+    """
+    return {
+        index: dataclasses.replace(
+            base,
+            flow_control_period_millis=instance.flow_control_period_millis,
+            packet_size_limit=(edge.config or instance.default_edge_config).packet_size_limit,
+            receive_window_multiplier=(edge.config or instance.default_edge_config).receive_window_multiplier,
+        )
+        for index, edge in enumerate(dag.edges())
+    }
 
 
 @dataclasses.dataclass
@@ -142,7 +169,8 @@ class ExecutionMember:
                 singles,
                 index,
             )
-        links = remote.RemoteLinks(execution_id, index, self._sender(members), self._flow)
+        flows = edge_flow_settings(dag, self._instance.config, self._flow)
+        links = remote.RemoteLinks(execution_id, index, self._sender(members), self._flow, flows)
         holder: list[MemberExecution] = []
         member_snapshots = None
         if job_config.processing_guarantee is not config.ProcessingGuarantee.NONE:
@@ -169,7 +197,7 @@ class ExecutionMember:
         )
         if member_snapshots is not None:
             member_snapshots.set_tasklet_count(len(plan.tasklets))
-        tracker = execution_service.ExecutionTracker(f"execution {execution_id}")
+        tracker = execution_service.ExecutionTracker(body["name"])
         execution = MemberExecution(
             execution_id, body["job_id"], members, peer, plan, links, tracker, member_snapshots, singles
         )
@@ -192,7 +220,7 @@ class ExecutionMember:
         fields: dict[str, Any] = {"execution_id": execution.execution_id, "member": self.member_name}
         fields["metrics"] = member_metrics(execution)
         if error is not None:
-            fields["error"] = format_error(error)
+            fields.update(describe_failure(error))
             fields["cancelled"] = isinstance(error, errors.JobCancelledError)
             fields["topology"] = is_topology_error(error)
         self._channel.send(execution.coordinator, Operation.DONE, **fields)
@@ -305,11 +333,17 @@ def member_metrics(execution: MemberExecution) -> dict[str, dict[str, int]]:
     return values
 
 
-def format_error(error: BaseException) -> str:
-    remote_trace = getattr(error, "remote_traceback", "")
-    if remote_trace:
-        return f"{error}\n{remote_trace}"
-    return "".join(traceback.format_exception(error))
+def describe_failure(error: BaseException) -> dict[str, Any]:
+    """A failure for the coordinator: its message once, the user's traceback once, and the user's
+    own exception pickled (``cause``, empty if it does not pickle) so a client can chain it."""
+    message = str(error.args[0]) if isinstance(error, errors.JetletError) and error.args else str(error)
+    trace = getattr(error, "remote_traceback", "") or errors.user_traceback(error)
+    original = error.__cause__ if isinstance(error, errors.JobFailedError) and error.__cause__ else error
+    try:
+        cause = cloudpickle.dumps(original)
+    except Exception:
+        cause = b""
+    return {"error": message or type(error).__name__, "traceback": trace, "cause": cause}
 
 
 def is_topology_error(error: BaseException | None) -> bool:

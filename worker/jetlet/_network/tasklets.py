@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jetlet._execution import queues, snapshots
@@ -289,14 +289,24 @@ class RemoteLinks:
     """The distributed edges of one job on one member: their queues, tasklets and message routing."""
 
     def __init__(
-        self, job_id: int, member_index: int, send: Send, settings: FlowSettings | None = None
+        self,
+        job_id: int,
+        member_index: int,
+        send: Send,
+        settings: FlowSettings | None = None,
+        edge_settings: Mapping[int, FlowSettings] | None = None,
     ) -> None:
         self.job_id = job_id
         self.member_index = member_index
         self._send = send
         self.settings = settings or FlowSettings()
+        self._edge_settings = dict(edge_settings or {})
         self.senders: dict[tuple[int, int], SenderTasklet] = {}
         self.receivers: dict[tuple[int, int], ReceiverTasklet] = {}
+
+    def settings_for(self, edge_id: int) -> FlowSettings:
+        """The flow settings of edge ``edge_id``: its own (``edge_settings``), else the job's."""
+        return self._edge_settings.get(edge_id, self.settings)
 
     def outbound_queue(
         self, edge_id: int, dest_member: int, producer: int, consumer: int, capacity: int, name: str
@@ -304,9 +314,8 @@ class RemoteLinks:
         """The queue from local ``producer`` to ``consumer`` of ``dest_member`` (drained by a sender)."""
         sender = self.senders.get((edge_id, dest_member))
         if sender is None:
-            sender = SenderTasklet(
-                self.job_id, edge_id, self.member_index, dest_member, self._send, self.settings
-            )
+            settings = self.settings_for(edge_id)
+            sender = SenderTasklet(self.job_id, edge_id, self.member_index, dest_member, self._send, settings)
             self.senders[(edge_id, dest_member)] = sender
         queue = queues.SpscQueue(capacity, name)
         sender.add_queue(producer, consumer, queue)
@@ -318,8 +327,9 @@ class RemoteLinks:
         """The queue from ``producer`` of ``source_member`` to local ``consumer`` (fed by a receiver)."""
         receiver = self.receivers.get((edge_id, source_member))
         if receiver is None:
+            settings = self.settings_for(edge_id)
             receiver = ReceiverTasklet(
-                self.job_id, edge_id, self.member_index, source_member, self._send, self.settings
+                self.job_id, edge_id, self.member_index, source_member, self._send, settings
             )
             self.receivers[(edge_id, source_member)] = receiver
         queue = queues.SpscQueue(capacity, name)
