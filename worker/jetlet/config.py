@@ -109,8 +109,6 @@ class JobConfig:
     """Start from a snapshot that holds state of stages this job lacks (that state is dropped)."""
     timeout_millis: int = 0
     """Cancel the job after this long; 0 means never."""
-    max_processor_accumulated_records: int = -1
-    """Limit on the records one processor may hold in state; -1 means no limit."""
     arguments: Mapping[str, Any] = field(default_factory=dict)
     """Free-form arguments, readable by processors through their context."""
 
@@ -132,15 +130,5 @@ class JobConfig:
         )
         _require_int("JobConfig", "snapshot_interval_millis", self.snapshot_interval_millis, 1)
         _require_int("JobConfig", "timeout_millis", self.timeout_millis, 0)
-        ok = isinstance(self.max_processor_accumulated_records, int) and (
-            self.max_processor_accumulated_records == -1 or self.max_processor_accumulated_records > 0
-        )
-        _require(
-            ok,
-            "JobConfig",
-            "max_processor_accumulated_records",
-            self.max_processor_accumulated_records,
-            "-1 or a positive integer",
-        )
         _require(isinstance(self.arguments, Mapping), "JobConfig", "arguments", self.arguments, "a mapping")
         object.__setattr__(self, "arguments", MappingProxyType(dict(self.arguments)))

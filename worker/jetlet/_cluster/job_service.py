@@ -105,13 +105,16 @@ class JobService(Protocol):
 
 
 _CONFIG_FIELDS = {f.name for f in dataclasses.fields(config.JobConfig)}
+_RETIRED_CONFIG_FIELDS: dict[str, object] = {"max_processor_accumulated_records": -1}
+"""Fields JobConfig no longer has, with the value that asked for nothing: records written before
+(a snapshot directory, an older client) still load; any other value is refused, not ignored."""
 
 
 def job_config_from_dict(data: Mapping[str, Any]) -> config.JobConfig:
     """A ``JobConfig`` from JSON fields; raises :class:`InvalidJobRequestError` naming a bad field."""
     if not isinstance(data, Mapping):
         raise errors.InvalidJobError("config", "must be an object of JobConfig fields")
-    values = dict(data)
+    values = {k: v for k, v in data.items() if _RETIRED_CONFIG_FIELDS.get(k, ...) != v}
     for key in values:
         if key not in _CONFIG_FIELDS:
             raise errors.InvalidJobError(f"config.{key}", "is not a JobConfig field")
