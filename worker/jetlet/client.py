@@ -533,7 +533,8 @@ class RemoteJob(job.Job):
             return
         if self._record.cancelled:
             raise errors.JobCancelledError(self._record.failure)
-        raise errors.JobFailedError(self._record.failure, self._record.failure_traceback)
+        failure = errors.JobFailedError(self._record.failure, self._record.failure_traceback)
+        raise failure from _unpickled_cause(self._record.failure_cause)
 
     @property
     def future(self) -> concurrent.futures.Future[None]:
@@ -593,6 +594,17 @@ class RemoteJob(job.Job):
         found: dict[str, Any] = self._client.request("POST", self._path("export-snapshot"), body)["snapshot"]
         self.record()
         return found
+
+
+def _unpickled_cause(encoded: str) -> BaseException | None:
+    """The user's exception of a failed job, when it travelled and unpickles here (else None)."""
+    if not encoded:
+        return None
+    try:
+        cause = cloudpickle.loads(base64.b64decode(encoded))
+    except Exception:
+        return None
+    return cause if isinstance(cause, BaseException) else None
 
 
 class RemoteObservable:

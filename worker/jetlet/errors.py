@@ -18,6 +18,8 @@ Any other :class:`JetletError` crosses as code ``JetletError`` (409).
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -120,6 +122,29 @@ def from_wire(wire: Mapping[str, Any]) -> JetletError:
     if kind is ClusterUnavailableError:
         return ClusterUnavailableError(message, float(wire.get("retry_after_s", 1.0)))
     return kind(message)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_traceback(error: BaseException) -> str:
+    """``error``'s traceback without jetlet's own frames: the user's lines, then the exception.
+
+    Frames of files inside the ``jetlet`` package are dropped (the engine that called the
+    user's function is noise to its author); if no frame is left (a fault of jetlet's own),
+    the whole traceback is kept. Chained exceptions keep their chain.
+    """
+    summary = traceback.TracebackException.from_exception(error)
+    chain: list[traceback.TracebackException] = []
+    link: traceback.TracebackException | None = summary
+    while link is not None:
+        chain.append(link)
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    for link in chain:
+        user = [f for f in link.stack if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
+        if user:
+            link.stack = traceback.StackSummary.from_list(user)
+    return "".join(summary.format())
 
 
 def require_callable(value: object, what: str) -> None:

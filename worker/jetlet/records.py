@@ -74,6 +74,9 @@ class JobRecord:
     """Executions started after the first (member loss, rescale, restart, resume)."""
     execution_id: int = 0
     """The current (or last) execution; members know executions, not jobs."""
+    failure_cause: str = ""
+    """The user's own exception of a failure, as base64 of its cloudpickle ('' if it did not pickle):
+    a client that can unpickle it chains it as ``JobFailedError.__cause__``."""
 
     @property
     def id_string(self) -> str:

@@ -236,12 +236,13 @@ class JobCoordinator:
             if member not in entry.done:
                 self._channel.send(member, Operation.CANCEL, execution_id=entry.execution_id, reason=message)
 
-    def fail(self, entry: JobEntry, message: str, trace: str, cancelled: bool = False) -> None:
-        """The first failure wins: keep its message and traceback, stop the execution."""
+    def fail(self, entry: JobEntry, message: str, trace: str, cancelled: bool = False) -> bool:
+        """The first failure wins: keep its message and traceback, stop the execution; True if it won."""
         if entry.is_terminal or entry.failure:
-            return
+            return False
         entry.failure, entry.failure_traceback, entry.cancelled = message, trace, cancelled
         self.stop(entry, StopReason.CANCEL if cancelled else StopReason.FAIL, message)
+        return True
 
     def _on_done(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         self._serial.submit(self._done, body)
@@ -255,13 +256,12 @@ class JobCoordinator:
             # a member lost its connection to another: the job restarts (or suspends), it does not fail
             if entry.stopping is None:
                 self.after_member_loss(entry, "a member lost its connection to another while the job ran")
-        elif "error" in body and not body.get("cancelled"):
-            lines = body["error"].strip().splitlines()
-            self.fail(
-                entry,
-                f"job failed on member {body['member']}: {lines[-1] if lines else 'failed'}",
-                body["error"],
-            )
+        elif (
+            "error" in body
+            and not body.get("cancelled")
+            and self.fail(entry, f"{body['error']} (on member {body['member']})", body.get("traceback", ""))
+        ):
+            entry.failure_cause = body.get("cause", b"")
         self.member_done(entry, body["execution_id"], body["member"], body.get("metrics", {}))
 
     def member_done(self, entry: JobEntry, execution_id: int, member: str, metrics: dict[str, Any]) -> None:
@@ -329,6 +329,7 @@ class JobCoordinator:
         for member in joined:
             self._left.discard(member)
             self._events.append(records.EventKind.MEMBER_JOINED, member=member)
+            self._log_members(f"member {member} joined")
         if self._scale_up is None and any(self._can_grow(e) for e in self._jobs.active()):
             self._scale_up = self._serial.call_later(self._scale_up_delay_s, self._rescale)
 
@@ -337,6 +338,13 @@ class JobCoordinator:
         if member not in self._left:
             self._left.add(member)
             self._events.append(records.EventKind.MEMBER_LEFT, member=member, reason=why)
+            self._log_members(f"member {member} left ({why})")
+
+    def _log_members(self, what: str) -> None:
+        """As Hazelcast logs its view: ``Members {size:3} [m1 (coordinator), m2, m3]``."""
+        live = self._members.live()
+        shown = ", ".join(f"{m} (coordinator)" if m == self.member_name else m for m in live)
+        log.info("%s; Members {size:%d} [%s]", what, len(live), shown)
 
     def _can_grow(self, entry: JobEntry) -> bool:
         live = set(self._members.live())

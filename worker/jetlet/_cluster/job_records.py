@@ -22,14 +22,18 @@ is suspended, or is restarted as a new execution.
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import enum
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from jetlet import config, errors, job, records
 from jetlet._cluster import events as events_mod
+
+log = logging.getLogger(__name__)
 
 Status = job.JobStatus
 TERMINAL = records.TERMINAL_STATUSES
@@ -70,6 +74,8 @@ class JobEntry:
         self.status = Status.NOT_RUNNING
         self.failure = ""
         self.failure_traceback = ""
+        self.failure_cause = b""
+        """The user's own exception, cloudpickled (empty if it did not pickle)."""
         self.cancelled = False
         self.dag_dot = ""
         self.suspension_cause = ""
@@ -115,6 +121,7 @@ class JobEntry:
             "status": self.status.value,
             "failure": self.failure,
             "failure_traceback": self.failure_traceback,
+            "failure_cause": self.failure_cause,
             "cancelled": self.cancelled,
             "dag_dot": self.dag_dot,
             "last_snapshot": self.last_snapshot,
@@ -134,6 +141,7 @@ class JobEntry:
         entry.status = Status(state["status"])
         entry.failure = state["failure"]
         entry.failure_traceback = state.get("failure_traceback", "")
+        entry.failure_cause = state.get("failure_cause", b"")
         entry.cancelled = state["cancelled"]
         entry.dag_dot = state["dag_dot"]
         entry.last_snapshot = state["last_snapshot"]
@@ -154,6 +162,7 @@ class JobEntry:
             completion_time=self.completion_time,
             failure=self.failure,
             failure_traceback=self.failure_traceback,
+            failure_cause=base64.b64encode(self.failure_cause).decode("ascii"),
             cancelled=self.cancelled,
             config=self.config,
             dag_dot=self.dag_dot,
@@ -222,6 +231,7 @@ class JobTable:
             previous_status=previous.value,
             reason=reason,
         )
+        _log_transition(entry, previous, status, reason)
         self._persist(entry)
         self.notify(entry)
 
@@ -245,6 +255,34 @@ class JobTable:
         else:
             entry.waiters.append((wanted, future))
         return future
+
+
+def _log_transition(entry: JobEntry, previous: Status, status: Status, reason: str) -> None:
+    """One line per transition on the coordinator; a failure's traceback once, with the failure."""
+    name = f"job {entry.name} ({job.id_to_string(entry.id)})"
+    if status is Status.FAILED and entry.cancelled:
+        log.info("%s CANCELLED (was %s)", name, previous.value)
+    elif status is Status.FAILED:
+        trace = entry.failure_traceback.strip()
+        log.error(
+            "%s FAILED: %s%s",
+            name,
+            entry.failure,
+            f"\n{trace}" if trace and trace not in entry.failure else "",
+        )
+    elif status is Status.STARTING and previous is Status.NOT_RUNNING:
+        log.info("%s submitted, starting", name)
+    elif status is Status.STARTING:
+        log.info(
+            "%s starting execution %s (%s)",
+            name,
+            job.id_to_string(entry.execution_id),
+            reason or previous.value,
+        )
+    elif status is Status.SUSPENDED:
+        log.info("%s SUSPENDED: %s", name, entry.suspension_cause or reason)
+    else:
+        log.info("%s %s%s", name, status.value, f" ({reason})" if reason else "")
 
 
 def snapshot_summary(last: Mapping[str, Any] | None, count: int) -> dict[str, Any]:

@@ -29,7 +29,6 @@ import concurrent.futures
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 
 from jetlet import errors
@@ -98,7 +97,7 @@ class ExecutionTracker:
 def _as_job_error(error: BaseException, job: str, where: str) -> BaseException:
     if isinstance(error, errors.JetletError):
         return error
-    text = "".join(traceback.format_exception(error))
+    text = errors.user_traceback(error)
     failure = errors.JobFailedError(f"job {job!r} failed in {where}: {type(error).__name__}: {error}", text)
     failure.__cause__ = error
     return failure
