@@ -465,6 +465,9 @@ async def reconcile_snapshot(
         job_spec = specs.job_spec(jetjob.get("spec") or {}, spec.jet_job_ref)
     except specs.SpecError as exc:
         return waiting(f"JetJob {spec.jet_job_ref} is invalid: {exc}")
+    if job_spec.processing_guarantee == "NONE":
+        message = f"JetJob {spec.jet_job_ref} takes no snapshots (its spec.processingGuarantee is NONE)"
+        return Outcome({"state": "Failed", "message": message}, [("Warning", "Failed", message)])
     access = await cluster_access(api, namespace, job_spec.cluster_ref, config.rest_port)
     if not access.state.ready:
         return waiting(access.state.reason)
