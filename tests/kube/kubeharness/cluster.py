@@ -135,7 +135,9 @@ class KubeCluster:
         env = {
             **os.environ,
             "KUBECONFIG": self.kubeconfig(user),
-            "HELM_CACHE_HOME": str(self.workdir / "helm"),
+            "HELM_CACHE_HOME": str(self.workdir / "helm" / "cache"),
+            "HELM_CONFIG_HOME": str(self.workdir / "helm" / "config"),
+            "HELM_DATA_HOME": str(self.workdir / "helm" / "data"),
         }
         return subprocess.run(
             [str(self.bin_dir / "helm"), *args],
