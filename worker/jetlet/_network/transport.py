@@ -268,17 +268,24 @@ class _Connection(asyncio.Protocol):
         except handshake.HandshakeError as exc:
             self._refuse(exc, by_peer=frame.msg_type is MessageType.AUTH_REFUSED)
             return
+        if not self.handshake.is_done:
+            self._write_all(replies)
+            return
+        # Trusted. The keys and the peer's registration come before our last handshake message goes
+        # out (the peer may use the connection the moment it reads it); frames queued for the peer
+        # follow that message.
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self.tls:
+            send_key, receive_key = self.handshake.frame_keys()
+            self.sealer = frames.FrameSealer(send_key)
+            self.decoder.authenticate(receive_key)
+        self.decoder.max_frame_size = self.owner.max_frame_size
+        self.owner._on_authenticated(self)
         self._write_all(replies)
-        if self.handshake.is_done:
-            if self._timer is not None:
-                self._timer.cancel()
-            if not self.tls:
-                send_key, receive_key = self.handshake.frame_keys()
-                self.sealer = frames.FrameSealer(send_key)
-                self.decoder.authenticate(receive_key)
-            self.decoder.max_frame_size = self.owner.max_frame_size
-            self.owner._on_authenticated(self)
-            self.authenticated.set_result(None)
+        if self.peer is not None:
+            self.owner._flush(self.peer)
+        self.authenticated.set_result(None)
 
     def _refuse(self, exc: handshake.HandshakeError, by_peer: bool = False) -> None:
         """End a failed handshake: tell the peer why (unless it refused us) and close."""
@@ -596,6 +603,7 @@ class Transport:
         return new if new.role is dialed_by_smaller else old
 
     def _on_authenticated(self, connection: _Connection) -> None:
+        """Register a connection that has just been trusted (the caller then flushes the peer's queue)."""
         name = connection.handshake.peer_name
         assert name is not None
         if self._closing:
@@ -616,7 +624,6 @@ class Transport:
         for waiter in self._waiters.pop(name, []):
             if not waiter.done():
                 waiter.set_result(None)
-        self._flush(peer)
 
     def _count_refusal(self, connection: _Connection, reason: str) -> None:
         self._refused_handshakes += 1
