@@ -84,7 +84,8 @@ def jetlet_command(cluster: Any, *arguments: str) -> subprocess.CompletedProcess
 
 
 def test_every_example_is_checked() -> None:
-    assert {p.name for p in EXAMPLES.glob("*.py")} == set(CHECKS)
+    spark = {"spark_enrichment.py"}  # drives Spark around its job: tests/spark/test_spark_example.py
+    assert {p.name for p in EXAMPLES.glob("*.py")} - spark == set(CHECKS)
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
