@@ -140,8 +140,9 @@ class MemoryStore:
         self.states[state["id"]] = dict(state)
         return done(True)
 
-    def save_event(self, event: records.JobEvent) -> None:
+    def save_event(self, event: records.JobEvent) -> concurrent.futures.Future[bool]:
         self.events[event.id] = event
+        return done(True)
 
     def load_all(self) -> concurrent.futures.Future[list[dict[str, Any]]]:
         return done([dict(s) for s in self.states.values()])
@@ -283,7 +284,8 @@ class FakeExecutions:
     def _report(self, coordinator: str, execution_id: int, error: str = "", cancelled: bool = False) -> None:
         fields: dict[str, Any] = {"execution_id": execution_id, "member": self.name, "metrics": {}}
         if error:
-            fields.update(error=error, cancelled=cancelled, topology=False)
+            message = error.strip().splitlines()[-1]
+            fields.update(error=message, traceback=error, cause=b"", cancelled=cancelled, topology=False)
         self._channel.send(coordinator, Operation.DONE, **fields)
 
 

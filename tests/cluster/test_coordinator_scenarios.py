@@ -60,7 +60,7 @@ def test_a_member_failing_fails_the_job_with_its_traceback_once() -> None:
     # then a's share is cancelled and the job fails with b's message and traceback
     record = cluster.record(job.id)
     assert record.status == "FAILED" and not record.cancelled
-    assert record.failure == "job failed on member b: ValueError: bad item 7"
+    assert record.failure == "ValueError: bad item 7 (on member b)"
     assert record.failure_traceback.count("ValueError: bad item 7") == 1
     assert cluster.nodes["a"].executions.running == {}
 

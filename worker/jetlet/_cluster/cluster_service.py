@@ -106,7 +106,9 @@ class ClusterJobService:
         )
         self.offload = durable.DurableSnapshots(snapshot_directory, self.grid) if snapshot_directory else None
         """Writes complete snapshots to a directory too, and brings them back when a cluster starts."""
-        self.store = job_store.GridJobStore(self.grid, self.tables.ensure_now, self.offload)
+        self.store = job_store.GridJobStore(
+            self.grid, self.tables.ensure_now, self.offload, self.tables.install_lock
+        )
         self.serial = coordinator_thread.CoordinatorThread(f"jetlet-coordinator-{member_name}")
         self.coordination = coordination.Coordination(
             member_name,

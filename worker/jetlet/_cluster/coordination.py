@@ -101,9 +101,8 @@ class Coordination:
         channel.register(Operation.LEAVING, self._on_leaving, control.Dispatch.INLINE)
         self._closed = False
 
-    def _persist_event(self, event: records.JobEvent) -> None:
-        if self.members.is_coordinator():
-            self.store.save_event(event)
+    def _persist_event(self, event: records.JobEvent) -> concurrent.futures.Future[bool] | None:
+        return self.store.save_event(event) if self.members.is_coordinator() else None
 
     def on_peer_lost(self, peer: str) -> None:
         """A member's connection dropped (on the network thread: nothing here blocks).

@@ -10,7 +10,11 @@ that state into the replicated grid (primary and ``backup_count`` backups):
   written by one *ordered* writer thread (:meth:`save` and
   :meth:`save_event` return at once; a later state of a job is never
   overwritten by an earlier one); a coordinator that takes over reads them
-  back with :meth:`load_all` and :meth:`load_events`;
+  back with :meth:`load_all` and :meth:`load_events`. A write never runs
+  while a partition table is being installed (the table keeper's
+  ``install_lock``: a write racing its partition's transfer could be lost),
+  and one that fails because a replica just died is retried, backing off,
+  once the table has changed;
 * the slower bulk work — deleting a superseded snapshot's maps, copying a
   snapshot under an exported name, offloading a complete snapshot to the
   durable directory — runs on a small pool and reports through futures.
@@ -34,6 +38,8 @@ from jetlet._cluster import grid as grid_mod
 log = logging.getLogger(__name__)
 
 JOBS_MAP = "jobs"
+WRITE_ATTEMPTS = 12
+"""A record or event write that fails (a replica died) is retried, backing off to 1 s: about 8 s."""
 EXPORTED_META_PREFIX = "exported-meta/"
 
 
@@ -44,8 +50,8 @@ class JobStore(Protocol):
         """Replicate a job's record (ordered, not waiting); the future: True once done, False if failed."""
         ...
 
-    def save_event(self, event: records.JobEvent) -> None:
-        """Replicate an event of the feed (ordered, without waiting)."""
+    def save_event(self, event: records.JobEvent) -> concurrent.futures.Future[bool]:
+        """Replicate an event of the feed (ordered, without waiting); the future tells when."""
         ...
 
     def load_all(self) -> concurrent.futures.Future[list[dict[str, Any]]]: ...
@@ -85,9 +91,11 @@ class GridJobStore:
         grid: grid_mod.Grid,
         ensure_table: Callable[[], object],
         offload: durable.DurableSnapshots | None = None,
+        install_lock: threading.RLock | None = None,
     ) -> None:
         self._grid = grid
         self._ensure_table = ensure_table
+        self._install_lock = install_lock or threading.RLock()
         self._offload = offload
         self._ordered = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jetlet-job-store")
         self._bulk = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jetlet-snapshot-store")
@@ -96,12 +104,19 @@ class GridJobStore:
 
     def _ordered_write(self, what: str, write: Callable[[], None]) -> concurrent.futures.Future[bool]:
         def run() -> bool:
-            try:
-                write()
-            except grid_mod.GridError as exc:
-                log.warning("%s could not be replicated: %s", what, exc)
-                return False
-            return True
+            delay = 0.05
+            for attempt in range(WRITE_ATTEMPTS):
+                try:
+                    with self._install_lock:  # never while partitions move
+                        write()
+                    return True
+                except grid_mod.GridError as exc:  # a replica just died: the table changes, then retry
+                    if attempt + 1 == WRITE_ATTEMPTS or self._closed.is_set():
+                        log.warning("%s could not be replicated: %s", what, exc)
+                        return False
+                    self._closed.wait(delay)  # a back-off between attempts
+                    delay = min(delay * 2, 1.0)
+            return False
 
         if self._closed.is_set():
             closed: concurrent.futures.Future[bool] = concurrent.futures.Future()
@@ -114,8 +129,8 @@ class GridJobStore:
             f"job {state['name']}'s record", lambda: self._grid.put(JOBS_MAP, [(state["id"], state)])
         )
 
-    def save_event(self, event: records.JobEvent) -> None:
-        self._ordered_write(
+    def save_event(self, event: records.JobEvent) -> concurrent.futures.Future[bool]:
+        return self._ordered_write(
             f"event {event.id}",
             lambda: self._grid.put(events.block_of(event.id), [(event.id, event.to_dict())]),
         )

@@ -54,6 +54,9 @@ class TableKeeper:
         self._installed_on: set[str] = set()
         """The members that took ``_derived`` (a member not yet connected gets it on a later ensure)."""
         self._lock = threading.Lock()
+        self.install_lock = threading.RLock()
+        """Held while a table is installed: the coordinator's own grid writes (job records, events)
+        take it too, so none races a partition's transfer (executions never run during one)."""
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jetlet-partition-table")
         channel.register(Operation.GRID_TABLE, self._install)
         channel.register(Operation.GRID, self._grid_operation)
@@ -98,19 +101,25 @@ class TableKeeper:
             if current is not None and (table is None or current != table):
                 table = current  # another coordinator's table (this member took over): go on from it
             table = partition_table.PartitionTable.assign(members, self._partition_count, table)
-        calls = {
-            m: self._channel.call(
-                m, Operation.GRID_TABLE, members=list(table.members), owners=list(table.owners)
-            )
-            for m in members
-        }
-        installed: set[str] = set()
-        for member, call in calls.items():
-            try:
-                call.result(INSTALL_TIMEOUT_S)
-                installed.add(member)
-            except Exception as exc:
-                log.info("member %s could not take the new partition table yet: %s", member, exc)
+        leaving = self._members.leaving()
+        with self.install_lock:  # no job-store write races the partitions moving
+            calls = {
+                m: self._channel.call(
+                    m,
+                    Operation.GRID_TABLE,
+                    members=list(table.members),
+                    owners=list(table.owners),
+                    leaving=leaving,
+                )
+                for m in self._members.reachable()
+            }
+            installed: set[str] = set()
+            for member, call in calls.items():
+                try:
+                    call.result(INSTALL_TIMEOUT_S)
+                    installed.add(member)
+                except Exception as exc:
+                    log.info("member %s could not take the new partition table yet: %s", member, exc)
         with self._lock:
             self._derived = table
             self._installed_on = installed
