@@ -44,9 +44,12 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
     cluster = KubeCluster(tmp_path_factory.mktemp("kube"))
     try:
         cluster.start()
-    except BaseException:
+    except Exception as err:
         cluster.stop()
-        raise
+        tails = []
+        for log in sorted((cluster.workdir / "logs").glob("*.log")):
+            tails.append(f"--- {log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+        raise RuntimeError(f"the Kubernetes test harness did not start: {err}\n" + "\n".join(tails)) from err
     try:
         yield cluster
     finally:

@@ -24,6 +24,7 @@ import asyncio
 import base64
 import contextlib
 import datetime
+import fcntl
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ import random
 import re
 import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -137,7 +139,7 @@ class ProcessKubelet:
         self.max_grace_period = max_grace_period
         self.api_host, _, port = api_url.removeprefix("https://").partition(":")
         self.api_port = int(port or 443)
-        self.subnet = random.randint(100, 250)
+        self.subnet, self._subnet_lock = _claim_subnet()
         self._next_ip = 1
         self.pods: dict[str, PodRuntime] = {}  # by uid
         self.latest: dict[tuple[str, str], PodRuntime] = {}  # (namespace, name) -> last incarnation
@@ -174,6 +176,9 @@ class ProcessKubelet:
                 if c.process is not None:
                     procs.signal_group(c.process.pid, signal.SIGKILL)
                     procs.unregister(c.process.pid)
+        if self._subnet_lock >= 0:
+            os.close(self._subnet_lock)  # releases the flock
+            self._subnet_lock = -1
 
     def pod_runtime(self, namespace: str, name: str) -> PodRuntime | None:
         return self.latest.get((namespace, name))
@@ -859,6 +864,23 @@ class ProcessKubelet:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _claim_subnet() -> tuple[int, int]:
+    """A second octet no other harness on this machine uses, held by an flock until this process ends."""
+    directory = Path(tempfile.gettempdir()) / "jetlet-kube-subnets"
+    directory.mkdir(exist_ok=True)
+    candidates = list(range(100, 251))
+    random.shuffle(candidates)
+    for octet in candidates:
+        fd = os.open(directory / f"{octet}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return octet, fd
+    raise RuntimeError("no free 127.x.0.0/16 for pod addresses")
 
 
 def _log_task_error(task: asyncio.Task[None]) -> None:
