@@ -120,10 +120,14 @@ def test_a_slow_generator_without_nones_shows_its_first_items_long_before_a_batc
 
 def test_a_fast_generator_still_fills_whole_batches() -> None:
     # given a generator that yields at once, when read, then a read returns the full batch
-    batch, ended = source_processors._read_promptly(iter(range(5000)), 1024)
-    assert batch == list(range(1024)) and not ended
-    # and a None is "nothing now": it ends the batch without losing the items after it in the chunk
-    batch, ended = source_processors._read_promptly(iter([1, 2, None, 3, 4]), 1024)
-    assert batch == [1, 2, 3, 4] and not ended
-    # and the end of the generator is reported
-    assert source_processors._read_promptly(iter([7]), 1024) == ([7], True)
+    read = source_processors.read_promptly
+    items = source_processors.ending(range(5000))
+    assert read(items, 1024) == (list(range(1024)), False)
+    # and a None is "nothing now": the read ends there, and the next one goes on after it
+    items = source_processors.ending([1, 2, None, 3, 4])
+    assert read(items, 1024) == ([1, 2], False)
+    assert read(items, 1024) == ([3, 4], True)
+    # and the end of the generator is reported, also after a read that filled the batch
+    items = source_processors.ending([7, 8])
+    assert read(items, 2) == ([7, 8], False)
+    assert read(items, 2) == ([], True)

@@ -166,6 +166,9 @@ class SourceReader(abc.ABC):
     :meth:`restore` once, before the first :meth:`read`.
     """
 
+    drops_none = False
+    """True if :meth:`read` never returns a ``None`` item (then the processor does not look for one)."""
+
     @abc.abstractmethod
     def read(self, limit: int) -> list[Any] | None:
         """At most ``limit`` (>= 1) next items, or None when there are no more."""
@@ -214,7 +217,7 @@ class ReplayableSourceP(processor.Processor):
         if batch is None:
             self._exhausted = True
             return True
-        if None in batch:
+        if not self._reader.drops_none and None in batch:
             raise TypeError("a source yielded None, which jetlet reserves for 'no item'")
         self._pending = batch
         self._emit_pending()
@@ -342,31 +345,35 @@ class _OneShotReader(SourceReader):
         shared.taken += sum(1 for _ in itertools.islice(shared.iterator, count - shared.taken))
 
 
-def _read_promptly(iterator: Iterator[Any], limit: int) -> tuple[list[Any], bool]:
-    """Up to ``limit`` items of ``iterator`` yielded within :data:`PROMPT_S`, and whether it ended.
+def ending(items: Iterable[Any]) -> Callable[[], Any]:
+    """``next`` over ``items`` and then one ``_END``: what :func:`read_promptly` reads."""
+    return itertools.chain(items, (_END,)).__next__
+
+
+def read_promptly(next_item: Callable[[], Any], limit: int) -> tuple[list[Any], bool]:
+    """Up to ``limit`` items that ``next_item`` (from :func:`ending`) gives within :data:`PROMPT_S`; ended?
 
     Reads 1, 1, 4, 16, ... items at a time and stops once the time is up, so a
-    fast generator fills the batch in a few ``islice`` calls while a slow one
-    (each item a poll of an API or a queue) has its items emitted one by one
-    as they come, instead of after ``limit`` of them. A ``None`` means
-    "nothing now": the batch ends after the chunk that holds it, without it.
+    fast generator fills the batch in a few calls while a slow one (each item
+    a poll of an API or a queue) has its items emitted one by one as they
+    come, instead of after ``limit`` of them. A ``None`` is "nothing now": the
+    read ends at once, without it (``iter(next_item, None)`` stops there, in
+    C, so the items pay no Python code each). The second value is True once
+    the items are exhausted.
     """
     started = time.monotonic()
     batch: list[Any] = []
     chunk = 1
-    while len(batch) < limit:
+    while True:
         wanted = min(chunk, limit - len(batch))
-        taken = list(itertools.islice(iterator, wanted))
-        if None in taken:
-            batch += [item for item in taken if item is not None]
-            return batch, False
-        batch += taken
-        if len(taken) < wanted:
+        before = len(batch)
+        batch.extend(itertools.islice(iter(next_item, None), wanted))
+        if batch and batch[-1] is _END:
+            batch.pop()
             return batch, True
-        if time.monotonic() - started >= PROMPT_S:
-            break
+        if len(batch) - before < wanted or len(batch) >= limit or time.monotonic() - started >= PROMPT_S:
+            return batch, False  # a None, a full batch, or the time is up
         chunk = 1 if len(batch) == 1 else chunk * 4
-    return batch, False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -379,7 +386,9 @@ class GeneratorPosition:
 
 
 class _GeneratorReader(SourceReader):
-    """What ``generate(context)`` yields, from a fresh call in every execution."""
+    """What ``generate(context)`` yields, from a fresh call in every execution (a ``None``: nothing now)."""
+
+    drops_none = True
 
     def __init__(
         self,
@@ -390,22 +399,26 @@ class _GeneratorReader(SourceReader):
         self._generate = generate
         self._context = context
         self._name = name or context.vertex_name
-        self._iterator: Iterator[Any] | None = None
+        self._next: Callable[[], Any] | None = None
+        self._ended = False
         self._count = 0
 
     def read(self, limit: int) -> list[Any] | None:
-        if self._iterator is None:
-            self._iterator = iter(self._generate(self._context))
-            items = (item for item in self._iterator if item is not None)
+        if self._next is None:
+            generated = iter(self._generate(self._context))
+            items = (item for item in generated if item is not None)
             skipped = sum(1 for _ in itertools.islice(items, self._count))
             if skipped < self._count:
                 raise ValueError(
                     f"source {self._name!r}: processor {self._context.global_processor_index} had emitted "
                     f"{self._count} items, but generate(context) now yields only {skipped}"
                 )
-        batch, ended = _read_promptly(self._iterator, limit)
+            self._next = ending(generated)
+        if self._ended:
+            return None
+        batch, self._ended = read_promptly(self._next, limit)
         self._count += len(batch)
-        return None if ended and not batch else batch
+        return None if self._ended and not batch else batch
 
     def position(self) -> GeneratorPosition:
         context = self._context
