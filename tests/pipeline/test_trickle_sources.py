@@ -67,6 +67,34 @@ def test_a_blocking_generator_declared_non_cooperative_emits_each_item_as_it_com
         _cancel(job)
 
 
+def test_a_burst_then_nothing_is_emitted_without_waiting_on_polls_past_the_none(
+    jet_embedded: jetlet.EmbeddedInstance,
+) -> None:
+    # given a blocking poller whose queue holds a burst of 30 items, then nothing (each empty poll: 1 s)
+    feed: queue.Queue[int] = queue.Queue()
+    for number in range(30):
+        feed.put(number)
+
+    def poll(_context: Any) -> Iterator[int | None]:
+        while True:
+            try:
+                yield feed.get(timeout=1.0)
+            except queue.Empty:
+                yield None
+
+    p = Pipeline()
+    p.read_from(
+        Sources.stream_from_generator(poll, "burst", cooperative=False)
+    ).without_timestamps().write_to(Sinks.list("out"))
+    job = jet_embedded.new_job(p)
+    try:
+        # then the whole burst is out within a few seconds: reading stopped at the None, not 60 polls later
+        wait_until(lambda: len(jet_embedded.get_list("out")) == 30, "the burst emitted", 8.0)
+        assert sorted(jet_embedded.get_list("out")) == list(range(30))
+    finally:
+        _cancel(job)
+
+
 def test_a_cooperative_generator_polling_without_waiting_yields_none_for_nothing_now(
     jet_embedded: jetlet.EmbeddedInstance,
 ) -> None:
