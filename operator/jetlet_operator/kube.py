@@ -121,6 +121,8 @@ class KubeApi:
             data = await response.read()
         except k8s_client.ApiException as exc:
             raise KubeError(int(exc.status or 0), str(exc.body or exc.reason)) from None
+        if response.status >= 400:  # without preloading, the client does not raise on an error status
+            raise KubeError(int(response.status), data.decode(errors="replace")[:2000])
         result: Obj = json.loads(data) if data else {}
         return result
 

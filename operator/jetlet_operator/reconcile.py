@@ -129,9 +129,6 @@ async def observe_cluster(
             _log.info("JetCluster %s/%s: cannot ask for its coordinator: %s", namespace, name, exc)
     new = cluster_status.cluster_status(spec, observed, coordinator, generation, status, name, secret_name)
     events = cluster_status.transition_events(status, new)
-    if status.get("size") is not None and int(status.get("specSize", spec.size)) != spec.size:
-        events.append(("Normal", "Rescaled", f"size {status.get('specSize')} -> {spec.size}"))
-    new["specSize"] = spec.size
     retry = None if new["phase"] == "Running" else 3.0
     return Outcome(new, events, retry_after=retry)
 
