@@ -61,6 +61,7 @@ def test_cluster_start_logs_reports_deaths_passes_flags_and_its_exports_break_no
     rest_port = _free_port_pair()
     command = [sys.executable, "-m", "jetlet", "cluster", "start", "--members", "2", "--log-dir", str(logs)]
     command += ["--log-level", "debug", "--rest-port", str(rest_port), "--follow"]
+    command += ["--snapshot-directory", str(tmp_path / "snapshots")]
     with out.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     try:
@@ -75,6 +76,12 @@ def test_cluster_start_logs_reports_deaths_passes_flags_and_its_exports_break_no
         for index, name in enumerate(("m1", "m2")):
             assert f"{name}  REST 127.0.0.1:{rest_port + index}" in text
             assert f"log {logs / (name + '.log')}" in text
+        # and each member got the flags given (its log level, its snapshot directory)
+        m1_pid = int(re.search(r"^  m1 .* pid (\d+) ", text, re.M).group(1))  # type: ignore[union-attr]
+        member_command = psutil.Process(m1_pid).cmdline()
+        assert member_command[member_command.index("--log-level") :][:2] == ["--log-level", "debug"]
+        directory = member_command[member_command.index("--snapshot-directory") + 1]
+        assert directory == str(tmp_path / "snapshots")
         # and the members' log lines stream with their member's prefix, at the level given
         wait_until(lambda: re.search(r"^m2\| .* DEBUG ", out.read_text(), re.M), "m2's debug lines", START_S)
 
