@@ -54,7 +54,7 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     path = f"/api/v1/namespaces/{kube_namespace}/pods/stubborn"
     kube.apply(_pod("stubborn", STUBBORN, grace=2), namespace=kube_namespace)
     kube.api().wait_for(
-        path, lambda p: "ignoring SIGTERM" in _log(kube, kube_namespace, "stubborn"), timeout=60
+        path, lambda p: "ignoring SIGTERM" in kube.pod_log(kube_namespace, "stubborn"), timeout=60
     )
     pid = kube.pod_pid(kube_namespace, "stubborn")
     assert pid is not None
@@ -66,10 +66,3 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     assert time.monotonic() - started >= 1.5
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
-
-
-def _log(kube: KubeCluster, namespace: str, pod: str) -> str:
-    try:
-        return kube.pod_log(namespace, pod)
-    except KeyError:  # not started yet
-        return ""

@@ -41,7 +41,7 @@ def test_ready_follows_the_http_probe(kube: KubeCluster, kube_namespace: str) ->
     running = kube.api().wait_for(
         path,
         lambda p: (
-            p["status"].get("phase") == "Running" and "serving on" in _log(kube, kube_namespace, "slow")
+            p["status"].get("phase") == "Running" and "serving on" in kube.pod_log(kube_namespace, "slow")
         ),
         timeout=60,
         what="slow to be Running and serving",
@@ -56,10 +56,3 @@ def test_ready_follows_the_tcp_probe(kube: KubeCluster, kube_namespace: str) -> 
     """Given a TCP probe on the server's port, then the pod becomes Ready once it listens."""
     kube.apply(_pod("tcp", {"tcpSocket": {"port": 8080}, "periodSeconds": 1}, 0.0), namespace=kube_namespace)
     kube.api().wait_for(f"/api/v1/namespaces/{kube_namespace}/pods/tcp", is_ready, timeout=60)
-
-
-def _log(kube: KubeCluster, namespace: str, pod: str) -> str:
-    try:
-        return kube.pod_log(namespace, pod)
-    except (KeyError, StopIteration):
-        return ""

@@ -184,18 +184,23 @@ class ProcessKubelet:
         return self.latest.get((namespace, name))
 
     def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
-        """The output so far of a pod's container (the first if not named), of its latest incarnation."""
+        """The output so far of a pod's container (the first if not named), of its latest incarnation;
+        ``""`` until the pod has started here (so a test can wait for a line)."""
         rt = self.latest.get((namespace, name))
-        if rt is None:
-            raise KeyError(f"no pod {namespace}/{name} ran on this kubelet")
-        c = rt.containers[container] if container else next(iter(rt.containers.values()))
-        return c.log_path.read_text(errors="replace") if c.log_path.exists() else ""
+        containers = list(rt.containers.values()) if rt is not None else []
+        chosen = [c for c in containers if container in (None, c.name)]
+        if not chosen:
+            return ""
+        path = chosen[0].log_path
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def pod_pid(self, namespace: str, name: str, container: str | None = None) -> int | None:
         rt = self.latest.get((namespace, name))
-        if rt is None or not rt.containers:
+        containers = list(rt.containers.values()) if rt is not None else []
+        chosen = [c for c in containers if container in (None, c.name)]
+        if not chosen:
             return None
-        c = rt.containers[container] if container else next(iter(rt.containers.values()))
+        c = chosen[0]
         return c.process.pid if c.process is not None and c.exit_code is None else None
 
     def _run_thread(self) -> None:
