@@ -19,6 +19,7 @@ spec into ``kopf.PermanentError`` (kopf stops retrying that generation).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Iterator, Mapping
@@ -169,9 +170,7 @@ async def _on_feed_event(cluster: str, namespace: str, body: Mapping[str, Any], 
             api,
             SETTINGS,
         )
-        _post(jetjob, outcome.events)
-        if isinstance(api, kube.KubeApi):
-            await api.patch_status("JetJob", namespace, metadata["name"], outcome.status)
+        _post(jetjob, outcome.events)  # reconcile_job wrote the status
 
 
 # ---------------------------------------------------------------------------------------- JetJob
@@ -187,19 +186,18 @@ async def job_changed(**kw: Any) -> None:
     outcome = await reconcile.reconcile_job(
         name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
     )
-    _finish(outcome, body, patch)
+    _finish(dataclasses.replace(outcome, status={}), body, patch)  # reconcile_job wrote the status
 
 
 @kopf.timer(GROUP, VERSION, "jetjobs", interval=SETTINGS.resync_seconds, idle=2)
 async def job_resync(**kw: Any) -> None:
     """Safety net (the feed is the main path): reconcile again."""
-    name, namespace, body, patch = kw["name"], kw["namespace"], kw["body"], kw["patch"]
+    name, namespace, body = kw["name"], kw["namespace"], kw["body"]
     spec, status, meta = kw["spec"], kw["status"], kw["meta"]
     outcome = await reconcile.reconcile_job(
         name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
     )
-    patch.status.update(outcome.status)
-    _post(body, outcome.events)
+    _post(body, outcome.events)  # reconcile_job wrote the status
 
 
 @kopf.on.delete(GROUP, VERSION, "jetjobs")

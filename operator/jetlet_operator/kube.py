@@ -63,6 +63,10 @@ class KubeAccess(Protocol):
         """Create ``obj`` unless an object of its name exists; the object as stored."""
         ...
 
+    async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> Obj:
+        """Merge ``status`` into the object's status (the ``status`` subresource)."""
+        ...
+
 
 def path_of(kind: str, namespace: str, name: str = "") -> str:
     """The API path of ``kind`` objects in ``namespace`` (of the one named ``name``)."""

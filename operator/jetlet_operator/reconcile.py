@@ -192,9 +192,23 @@ async def reconcile_job(
     config: settings_mod.OperatorSettings,
     now: float | None = None,
 ) -> Outcome:
-    """Observe the JetJob's job, decide, act once, and report (the status, the Events)."""
+    """Observe the JetJob's job, decide, act once, and report (the status, the Events).
+
+    Under the JetJob's lock it reads the JetJob afresh (the caller's copy may
+    be older than a reconciliation that just ran) and writes the new status
+    itself, so two reconciliations never act on, or write, a stale status.
+    """
     async with lock_for(namespace, f"JetJob/{name}"):
-        return await _reconcile_job(name, namespace, raw_spec, status, generation, api, config, now)
+        fresh = await api.get("JetJob", namespace, name)
+        if fresh is not None:
+            if fresh["metadata"].get("deletionTimestamp"):
+                return Outcome(dict(status))
+            raw_spec, status = fresh.get("spec") or {}, fresh.get("status") or {}
+            generation = int(fresh["metadata"].get("generation", generation))
+        outcome = await _reconcile_job(name, namespace, raw_spec, status, generation, api, config, now)
+        if fresh is not None and outcome.status != status:
+            await api.patch_status("JetJob", namespace, name, outcome.status)
+        return outcome
 
 
 async def _reconcile_job(

@@ -137,7 +137,8 @@ def _wait(kube: KubeCluster, ns: str, op: Operator, *args: str, timeout: int = 1
             for p in json.loads(pods or '{"items": []}')["items"]
         ]
         raise AssertionError(
-            f"kubectl wait {' '.join(args)}: {result.stderr}\n{kube.describe(ns)}\n{waiting}\n--- operator:\n{op.output()}"
+            f"kubectl wait {' '.join(args)}: {result.stderr}\n{kube.describe(ns)}\n{waiting}\n"
+            f"--- operator:\n{op.output()}"
         )
 
 

@@ -45,6 +45,12 @@ class FakeKube:
         self.applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
         return self.put(obj)
 
+    async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> Obj:
+        stored = self.objects[(kind, namespace, name)]
+        merged = {**stored.get("status", {}), **copy.deepcopy(dict(status))}
+        stored["status"] = {k: v for k, v in merged.items() if v is not None}
+        return copy.deepcopy(stored)
+
     async def create_if_absent(self, obj: Mapping[str, Any]) -> Obj:
         key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
         if key in self.objects:

@@ -86,22 +86,18 @@ class JetJob:
             {
                 "apiVersion": builders.API_VERSION,
                 "kind": "JetJob",
-                "metadata": {"name": name},
-                "spec": self.spec,
+                "metadata": {"name": name, "generation": 1},
+                "spec": dict(self.spec),
             }
         )
 
     def edit(self, **changes: Any) -> None:
+        """Change the spec, as ``kubectl patch`` does: a new generation, the status kept."""
         self.spec.update(changes)
         self.generation += 1
-        self.kube.put(
-            {
-                "apiVersion": builders.API_VERSION,
-                "kind": "JetJob",
-                "metadata": {"name": name_of(self)},
-                "spec": self.spec,
-            }
-        )
+        stored = self.kube.objects[("JetJob", "default", self.name)]
+        stored["spec"] = dict(self.spec)
+        stored["metadata"]["generation"] = self.generation
 
     async def reconcile(self) -> reconcile.Outcome:
         outcome = await reconcile.reconcile_job(
@@ -124,10 +120,6 @@ class JetJob:
 
     def reasons(self) -> list[str]:
         return [reason for _, reason, _ in self.events]
-
-
-def name_of(job: JetJob) -> str:
-    return job.name
 
 
 def phase(value: str) -> Callable[[dict[str, Any]], bool]:
@@ -204,6 +196,10 @@ async def test_suspend_resume_restart_and_cancel(kube: FakeKube, cluster: client
     job.edit(state="Suspended")
     await job.until(phase("SUSPENDED"), "the job is suspended")
     assert conditions.is_true(job.status["conditions"], "Suspended")
+    # a reconciliation with an older copy of the status (kopf's, the feed daemon's) reads it afresh
+    stale = await reconcile.reconcile_job("steered", "default", job.spec, {}, 1, kube, CONFIG)
+    assert stale.events == [] and stale.decision is not None and stale.decision.action.value == "Nothing"
+    assert kube.objects[("JetJob", "default", "steered")]["status"]["suspendedByOperator"] is True
     job.edit(state="Running")
     await job.until(phase("RUNNING"), "the job runs again")
     job.edit(restartNonce=1)
