@@ -165,6 +165,25 @@ class Member:
     def _refresh_table(self) -> None:
         """Tell the job service of a new member list (its coordinator installs the partition table)."""
         assert self.membership is not None
+        name = self.membership.local.name
+        paused_ms = self.membership.take_pause()
+        if paused_ms and self.service is not None:
+            _log.warning(
+                "member %s was not running for %.1f s (longer than the failure timeout): it stops its "
+                "executions and waits to hear whether the cluster removed it",
+                name,
+                paused_ms / 1000,
+            )
+            self.service.paused(paused_ms)
+        if self.membership.take_removed() and self.service is not None:
+            _log.warning(
+                "member %s was removed from the cluster: it forgets its state and joins again, a new member",
+                name,
+            )
+            self.service.removed_from_cluster()
+        if self.membership.take_confirmed() and self.service is not None:
+            _log.info("member %s is still in the cluster: it goes on", name)
+            self.service.confirmed()
         names = tuple(self.membership.member_list.names)
         if names != self._names:
             self._names = names

@@ -150,6 +150,32 @@ class ClusterJobService:
         """Leave the cluster gracefully (see :meth:`~jetlet._cluster.coordination.Coordination.leave`)."""
         return self.coordination.leave(timeout_s)
 
+    def paused(self, paused_ms: int) -> None:
+        """This member itself was not running for longer than the failure timeout: hold the
+        coordinator thread (whatever it coordinated must not act until it knows whether the cluster
+        removed it) and stop its executions (the cluster restarts them; a stale one must not write)."""
+        self.serial.hold()
+        self.executions.fence_all(f"member {self.member_name} was not running for {paused_ms} ms")
+
+    def confirmed(self) -> None:
+        """After a pause, the cluster still counts this member in: the coordinator thread goes on."""
+        self.serial.release()
+
+    def removed_from_cluster(self) -> None:
+        """The cluster removed this member (paused or cut off): forget, fence, and rejoin empty.
+
+        With the coordinator thread held, its state is forgotten (the reports of the executions
+        fenced next find nothing to act on, and nothing it had queued acts on stale state); the
+        grid's stale partitions are dropped, never sent.
+        """
+        self.serial.hold()
+        try:
+            self.coordination.removed_from_cluster()
+        finally:
+            self.serial.release()
+        self.tables.forget()
+        self.executions.fence_all(f"member {self.member_name} was removed from the cluster")
+
     def tick(self) -> None:
         """Called every heartbeat (see :meth:`~jetlet._cluster.coordination.Coordination.tick`)."""
         self.coordination.tick()

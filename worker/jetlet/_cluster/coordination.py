@@ -76,6 +76,8 @@ class Coordination:
         self.tables = tables
         self._coordinator_lost = coordinator_lost
         self._is_connected = is_connected
+        self._rejoining = False
+        """Set when the cluster removed this member: it takes nothing over until it is back in one."""
         self._handled: set[str] = set()
         """Members whose loss the coordinator already acted on (a later drop by the membership is no news)."""
         self.event_log = events_mod.EventLog(persist=self._persist_event)
@@ -124,10 +126,22 @@ class Coordination:
 
     def on_members_changed(self, names: Sequence[str]) -> None:
         """A new member list: the dropped members are lost (they may hang with their connection open)."""
+        if self._rejoining:
+            self.members.members_changed(names)
+            if len(names) > 1 and self.member_name in names:
+                self._rejoining = False
+                log.info("member %s is back in a cluster of %d", self.member_name, len(names))
+            return
         before = self.members.known()
         leaving = {m for m in before if self.members.is_leaving(m)}
         coordinator_before = next((m for m in before if m not in leaving), None)
         dropped, joined = self.members.members_changed(names)
+        if (
+            coordinator_before in dropped
+            and coordinator_before not in leaving
+            and self.members.is_coordinator()
+        ):
+            self.lifecycle.ready = False  # at once: no operation may answer from the empty table meanwhile
         for member in dropped:
             self.channel.peer_lost(member)
             handled = member in self._handled or member in leaving
@@ -141,10 +155,25 @@ class Coordination:
             if joined and before:
                 self.serial.submit(self.lifecycle.members_joined, joined)
 
+    def removed_from_cluster(self) -> None:
+        """The cluster removed this member (it was paused or cut off): forget the coordinator's state.
+
+        Its records, events and snapshots in flight are stale (the coordinator that took over has
+        the replicated ones), and until it is back in a cluster it takes nothing over: alone, it
+        would otherwise start the cluster's jobs a second time.
+        """
+        self._rejoining = True
+        self._handled.clear()
+        self.members.clear()
+        self.lifecycle.clear()  # the caller holds the coordinator thread
+        self.snapshots.clear()
+        self.jobs.clear()
+        self.event_log.clear()
+
     def tick(self) -> None:
         """Called every heartbeat: lost members whose connection is back count again (a rescale
         uses them, as after a join), and the coordinator installs the table on members that missed it."""
-        if self._closed:
+        if self._closed or self._rejoining:
             return
         back = [
             m for m in self.members.lost_in_list() if self._is_connected(m) and self.members.found_again(m)
@@ -186,7 +215,12 @@ class Coordination:
         """``peer`` leaves gracefully; the coordinator answers once it may go (its jobs and data moved)."""
         was_coordinator = self.members.coordinator() == peer
         self.members.mark_leaving(peer)
-        if self._closed or self.members.is_leaving(self.member_name) or not self.members.is_coordinator():
+        if (
+            self._closed
+            or self._rejoining
+            or self.members.is_leaving(self.member_name)
+            or not self.members.is_coordinator()
+        ):
             return {}  # a member that is leaving takes nothing over (the whole cluster may be stopping)
         log.info("member %s is leaving gracefully: moving its jobs and partitions off it", peer)
         answer: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()

@@ -72,6 +72,9 @@ class CoordinatorThread:
         self._timer_lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
+        self._gate = threading.Lock()
+        """Held around each task, and by :meth:`hold` to stop the thread between two tasks."""
+        self._held = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._timer_thread = threading.Thread(target=self._run_timers, name=f"{name}-timers", daemon=True)
         self._thread.start()
@@ -95,20 +98,42 @@ class CoordinatorThread:
     def in_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
+    def hold(self) -> None:
+        """Stop running tasks once the current one ends (they queue up) until :meth:`release`.
+
+        A member that was paused holds its coordinator thread until it knows whether the
+        cluster removed it: until then nothing it coordinated may act.
+        """
+        if self.in_thread():
+            raise RuntimeError("the coordinator thread cannot hold itself")
+        if not self._held:
+            self._gate.acquire()
+            self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._gate.release()
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
     def _run(self) -> None:
         while True:
             task = self._tasks.get()
             if task is None:
                 return
             future, fn, args = task
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:
-                future.set_exception(exc)
-                if not isinstance(exc, Exception) or not _expected(exc):
-                    log.exception("coordinator task %s failed", getattr(fn, "__qualname__", fn))
+            with self._gate:
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:
+                    future.set_exception(exc)
+                    if not isinstance(exc, Exception) or not _expected(exc):
+                        log.exception("coordinator task %s failed", getattr(fn, "__qualname__", fn))
 
     def _run_timers(self) -> None:
         while not self._closed:
@@ -127,6 +152,7 @@ class CoordinatorThread:
     def close(self) -> None:
         """Stop after the tasks already submitted; later submissions are cancelled."""
         self._closed = True
+        self.release()
         self._tasks.put(None)
         self._wake.set()
         if not self.in_thread():

@@ -99,6 +99,11 @@ class EventLog:
             if not future.done():
                 future.set_result(page)
 
+    def clear(self) -> None:
+        """Forget the log (this member was removed from its cluster; the next coordinator keeps it)."""
+        with self._changed:
+            self._events.clear()
+
     def restore(self, events: Iterable[records.JobEvent]) -> None:
         """Take over a log kept elsewhere (a new coordinator's start): keep the newest, number after them."""
         with self._changed:

@@ -143,6 +143,14 @@ class ExecutionMember:
         for execution in orphans:
             execution.tracker.cancel(reason)
 
+    def fence_all(self, reason: str) -> None:
+        """Stop every execution as after a lost connection (this member was paused or removed): its
+        coordinator restarts the job if it still knows the execution, and otherwise nobody waits."""
+        with self._lock:
+            executions = list(self._executions.values())
+        for execution in executions:
+            execution.tracker.fail(PeerUnavailableError(reason), "fencing")
+
     def running(self) -> list[int]:
         with self._lock:
             return list(self._executions)

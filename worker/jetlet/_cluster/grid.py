@@ -148,6 +148,12 @@ class Grid:
         """The current replica table (None until :meth:`set_table`)."""
         return self._table
 
+    def forget(self) -> None:
+        """Drop the table and every partition copy: this member was removed from its cluster, so what
+        it holds is stale and must never be sent to anyone (it rejoins empty, as a new member)."""
+        self._table = None
+        self.store = grid_store.GridStore()
+
     def set_table(self, table: ReplicaTable) -> None:
         """Use ``table`` for the operations from now on (no data moves: see :meth:`rebalance`)."""
         self._check_table(table)

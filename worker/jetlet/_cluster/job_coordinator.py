@@ -405,6 +405,7 @@ class JobCoordinator:
         self._tables.ensure().add_done_callback(lambda _: taken.set_result({}))
         if isinstance(outcomes["events"], list):
             self._events.restore(outcomes["events"])
+        self._member_left(old_coordinator, "the coordinator left the cluster")
         self._events.append(
             records.EventKind.COORDINATOR_CHANGED, member=self.member_name, reason=f"{old_coordinator} left"
         )
@@ -427,6 +428,15 @@ class JobCoordinator:
                 self.start_execution(entry)
                 resumed += 1
         return resumed
+
+    def clear(self) -> None:
+        """Forget every execution and timer (this member was removed from its cluster)."""
+        self._executions.clear()
+        self._left.clear()
+        if self._scale_up is not None:
+            self._scale_up.cancel()
+            self._scale_up = None
+        self.ready = True
 
     def close(self) -> None:
         if self._scale_up is not None:

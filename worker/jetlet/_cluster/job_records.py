@@ -192,6 +192,14 @@ class JobTable:
         if persist:
             self._persist(entry)
 
+    def clear(self) -> None:
+        """Forget every job (this member was removed from its cluster: its records are stale)."""
+        for entry in self._entries.values():
+            for _, future in entry.waiters:
+                if not future.done():
+                    future.set_exception(errors.ClusterUnavailableError("this member left its cluster", 1.0))
+        self._entries.clear()
+
     def get(self, job_id: int) -> JobEntry | None:
         return self._entries.get(job_id)
 

@@ -100,6 +100,14 @@ class MembersView:
             self._changed.notify_all()
             return True
 
+    def clear(self) -> None:
+        """Forget who was lost or leaving (this member starts over, alone)."""
+        with self._changed:
+            self._lost.clear()
+            self._leaving.clear()
+            self._known = ()
+            self._changed.notify_all()
+
     def mark_leaving(self, member: str) -> bool:
         """``member`` announced a graceful leave; True if that is news."""
         with self._changed:

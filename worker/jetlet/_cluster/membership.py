@@ -27,6 +27,18 @@ or, until that is wired, authenticated REST calls.
   ``failure_timeout_millis`` is removed by the coordinator, which publishes
   the new list. When the coordinator itself falls silent, the next-oldest
   member removes it, becomes coordinator and publishes.
+* Pauses and removal: a member whose own ticks stopped for longer than the
+  failure timeout (SIGSTOP, a stalled machine) does not conclude that
+  everyone else died: it restarts their clocks and is *suspect*
+  (:meth:`Membership.take_pause`) until it hears: its heartbeats ask, and a
+  member that still lists it answers ``still_member``
+  (:meth:`Membership.take_confirmed`; a heartbeat that was on its way during
+  the pause proves nothing).
+  If the cluster removed it, its heartbeats reach a coordinator that no
+  longer lists it, which answers ``removed``; the member then forgets its
+  list, takes a new identity (a new uuid and start time: the youngest) and
+  joins again (:meth:`Membership.take_removed`). A member cut off without
+  pausing learns it the same way.
 * Split brain: :func:`has_quorum` tells whether a member list still holds a
   majority of the last known size; jobs with ``split_brain_protection`` run
   only while it does, so two halves never both run a job.
@@ -128,6 +140,8 @@ class Membership:
         now_ms: int,
     ) -> None:
         self.local = local
+        self._former: tuple[str, ...] = ()
+        """REST addresses of the members of the cluster that removed this member (seeds to rejoin it)."""
         self.seeds: tuple[str, ...] = ()
         self.set_seeds(seeds)
         self.heartbeat_interval = heartbeat_interval_millis
@@ -136,11 +150,18 @@ class Membership:
         self.last_known_size = 1
         self._last_heard: dict[str, int] = {}
         self._next_heartbeat = now_ms
+        self._last_tick: int | None = None
+        self._paused_ms = 0
+        self._removed = False
+        self._confirmed = False
+        self.suspect = False
+        """After a pause of its own: not yet known whether the cluster still counts this member in."""
 
     def set_seeds(self, seeds: tuple[str, ...]) -> None:
-        """The addresses to send ``join`` to while alone (this member's own addresses left out)."""
+        """The addresses to send ``join`` to while alone (this member's own addresses left out), and
+        those of the members of the cluster that removed it (so that it can join that one again)."""
         own = (self.local.data_address, self.local.rest_address)
-        self.seeds = tuple(s for s in seeds if s not in own)
+        self.seeds = tuple(s for s in dict.fromkeys((*seeds, *self._former)) if s not in own)
 
     @property
     def is_coordinator(self) -> bool:
@@ -165,6 +186,16 @@ class Membership:
 
     def tick(self, now_ms: int) -> list[Outgoing]:
         """Heartbeats, join attempts and failure detection due at ``now_ms``."""
+        if self._last_tick is not None and now_ms - self._last_tick > self.failure_timeout:
+            # this member itself was not running (SIGSTOP, a stalled machine) for longer than the
+            # others wait for it: their silence means nothing, and they may have removed it. It
+            # starts their clocks again and is *suspect* until it hears: a heartbeat from a member
+            # of its list (it still belongs) or the coordinator's ``removed`` (it starts over).
+            self._paused_ms = now_ms - self._last_tick
+            self.suspect = True
+            for member in self._others():
+                self._last_heard[member.name] = now_ms
+        self._last_tick = now_ms
         out: list[Outgoing] = []
         silent = {
             m.name
@@ -175,7 +206,14 @@ class Membership:
             out += self._remove_silent(silent)
         if now_ms >= self._next_heartbeat:
             self._next_heartbeat = now_ms + self.heartbeat_interval
-            beat = {"kind": "heartbeat", "name": self.local.name, "version": self.member_list.version}
+            beat = {
+                "kind": "heartbeat",
+                "name": self.local.name,
+                "uuid": self.local.uuid,
+                "rest_address": self.local.rest_address,
+                "version": self.member_list.version,
+                "check": self.suspect,
+            }
             out += [Outgoing(beat, name=m.name) for m in self._others()]
             if self.is_alone:
                 join = {"kind": "join", "member": self.local.to_dict()}
@@ -195,13 +233,67 @@ class Membership:
         """Handle one message from another member; return the messages to send in answer."""
         kind = message.get("kind")
         if kind == "heartbeat":
-            self._last_heard[str(message["name"])] = now_ms
+            return self._on_heartbeat(message, now_ms)
+        if kind == "removed":
+            return self._on_removed(str(message.get("by", "")), now_ms)
+        if kind == "still_member":
+            if self.suspect and self.member_list.get(str(message.get("by", ""))) is not None:
+                self.suspect = False  # an answer to a question asked after the pause: still a member
+                self._confirmed = True
             return []
         if kind == "join":
             return self._on_join(MemberInfo.from_dict(message["member"]), now_ms)
         if kind == "members":
             return self._on_members(MemberList.from_dict(message["list"]), now_ms)
         raise ValueError(f"unknown membership message kind {kind!r}")
+
+    def _on_heartbeat(self, message: Mapping[str, Any], now_ms: int) -> list[Outgoing]:
+        name = str(message["name"])
+        known = self.member_list.get(name)
+        sender_uuid = message.get("uuid")
+        checking = bool(message.get("check"))  # a member back from a pause asks whether it belongs
+        if known is not None and (sender_uuid is None or sender_uuid == known.uuid):
+            self._last_heard[name] = now_ms
+            return [Outgoing({"kind": "still_member", "by": self.local.name}, name=name)] if checking else []
+        # a member that is not in the list (it was removed while it was paused or cut off) still
+        # thinks it belongs: the coordinator (or anyone it asks) tells it, and it rejoins as a new member
+        address = message.get("rest_address")
+        if (self.is_coordinator or checking) and isinstance(address, str) and address:
+            notice = {"kind": "removed", "by": self.local.name, "version": self.member_list.version}
+            return [Outgoing(notice, address=address)]
+        return []
+
+    def _on_removed(self, by: str, now_ms: int) -> list[Outgoing]:
+        if by == self.local.name or self.member_list.get(by) is None:
+            return []  # only a member of our list can tell us we were removed from it
+        self._start_over(now_ms)
+        return []
+
+    def _start_over(self, now_ms: int) -> None:
+        """Forget the list and take a new identity (the youngest): a member removed from its cluster
+        joins again as a new member, with the members it knew as seeds."""
+        self._former = tuple(m.rest_address for m in self._others())
+        self.local = dataclasses.replace(self.local, uuid=uuid.uuid4().hex, start_time=now_ms)
+        self.member_list = MemberList(1, (self.local,))
+        self._last_heard = {}
+        self.set_seeds(self.seeds)
+        self._removed = True
+        self.suspect = False
+
+    def take_removed(self) -> bool:
+        """True once after this member learnt that its cluster removed it (it is now alone, rejoining)."""
+        removed, self._removed = self._removed, False
+        return removed
+
+    def take_confirmed(self) -> bool:
+        """True once after a pause when a member of the list showed that this member still belongs."""
+        confirmed, self._confirmed = self._confirmed, False
+        return confirmed
+
+    def take_pause(self) -> int:
+        """Milliseconds this member itself was paused (longer than the failure timeout), once; else 0."""
+        paused, self._paused_ms = self._paused_ms, 0
+        return paused
 
     def _on_join(self, joiner: MemberInfo, now_ms: int) -> list[Outgoing]:
         self._last_heard[joiner.name] = now_ms

@@ -84,6 +84,15 @@ class SnapshotCoordinator:
         self._queued: dict[int, list[tuple[bool, Done]]] = {}
         channel.register(Operation.SNAPSHOT_DONE, self._on_part, Dispatch.INLINE)
 
+    def clear(self) -> None:
+        """Forget the snapshots in flight (this member is no coordinator any more)."""
+        for flight in self._in_flight.values():
+            flight.finished = True
+            if flight.timeout is not None:
+                flight.timeout.cancel()
+        self._in_flight.clear()
+        self._queued.clear()
+
     # -- scheduling ---------------------------------------------------------------------
     def schedule(self, entry: JobEntry) -> None:
         """The execution started: take a snapshot every interval while it runs."""
@@ -95,10 +104,12 @@ class SnapshotCoordinator:
             return
         self.take(entry, False, lambda _: self.schedule(entry) if self._runs(entry, execution_id) else None)
 
-    @staticmethod
-    def _runs(entry: JobEntry, execution_id: int) -> bool:
+    def _runs(self, entry: JobEntry, execution_id: int) -> bool:
         return (
-            entry.execution_id == execution_id and entry.status is Status.RUNNING and entry.stopping is None
+            self._jobs.get(entry.id) is entry  # (a member that left its cluster forgot its jobs)
+            and entry.execution_id == execution_id
+            and entry.status is Status.RUNNING
+            and entry.stopping is None
         )
 
     # -- one snapshot -------------------------------------------------------------------

@@ -125,6 +125,13 @@ class TableKeeper:
             self._installed_on = installed
         return table
 
+    def forget(self) -> None:
+        """This member was removed from its cluster: drop its table and its stale partitions."""
+        with self._lock:
+            self._derived = None
+            self._installed_on = set()
+        self._grid.forget()
+
     def installed_everywhere(self) -> bool:
         """Whether every live member took the last derived table (on the coordinator)."""
         with self._lock:
