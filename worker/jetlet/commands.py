@@ -55,7 +55,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from jetlet import client as client_mod
-from jetlet import errors, job
+from jetlet import errors, job, records
 from jetlet._cluster import member_flags
 from jetlet.config import JobConfig, ProcessingGuarantee
 from jetlet.local_cluster import LocalCluster
@@ -249,6 +249,17 @@ def add_commands(commands: Any) -> None:
     )
     list_jobs.add_argument("--all", action="store_true", help="also the jobs that have ended")
     list_jobs.set_defaults(handler=run_list_jobs)
+
+    describe = commands.add_parser(
+        "job",
+        parents=[connection],
+        help="show one job: status, failure, times, restarts, last snapshot, metrics",
+        description="Everything the cluster knows of one job: its status (CANCELLED apart from FAILED), "
+        "the failure with the user's traceback, submission and completion times, restarts, the last "
+        "snapshot and a summary of its metrics. Exit 2 for an unknown job.",
+    )
+    describe.add_argument("job", metavar="JOB", help="job id (as list-jobs shows it) or name")
+    describe.set_defaults(handler=run_describe_job)
 
     for operation, text in (
         ("cancel", "cancel a job (it ends FAILED, as in Jet)"),
@@ -656,9 +667,57 @@ def run_list_jobs(args: argparse.Namespace) -> int:
     shown = [j for j in jobs if args.all or j.record_status() in ACTIVE]
     print(f"{'ID':<21}{'STATUS':<14}{'SUBMISSION TIME':<25}NAME")
     for entry in shown:
-        submitted = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(entry.submission_time / 1000))
-        millis = f"{submitted}.{entry.submission_time % 1000:03d}"
-        print(f"{job.id_to_string(entry.id):<21}{entry.record_status():<14}{millis:<25}{entry.name}")
+        millis = _timestamp(entry.submission_time)
+        status = shown_status(entry.last_record)
+        print(f"{job.id_to_string(entry.id):<21}{status:<14}{millis:<25}{entry.name}")
+    return OK
+
+
+def shown_status(record: records.JobRecord) -> str:
+    """The status a person reads: a cancelled job shows CANCELLED (Jet's state is FAILED)."""
+    return "CANCELLED" if record.status is job.JobStatus.FAILED and record.cancelled else record.status.value
+
+
+def _timestamp(millis: int) -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(millis / 1000))
+    return f"{stamp}.{millis % 1000:03d}"
+
+
+def run_describe_job(args: argparse.Namespace) -> int:
+    client = connect(args)
+    with _cluster_errors():
+        found = client.get_job(args.job)
+        if found is None:
+            raise CommandError(f"no job with id or name {args.job!r}", USAGE)
+        record = found.record()
+        metrics = found.metrics()
+    print(f"job {record.name} ({record.id_string})")
+    print(f"  status:      {shown_status(record)}")
+    print(f"  submitted:   {_timestamp(record.submission_time)}")
+    if record.completion_time is not None:
+        print(f"  completed:   {_timestamp(record.completion_time)}")
+    print(f"  guarantee:   {record.config.get('processing_guarantee', 'NONE')}")
+    print(f"  restarts:    {record.restarts}")
+    last = record.last_snapshot
+    if last is not None:
+        print(
+            f"  snapshot:    {last.id} at {_timestamp(last.time)}: {last.entries} entries, "
+            f"{last.bytes} bytes, {last.duration_ms} ms ({record.snapshot.get('count', 0)} taken)"
+        )
+    if record.suspension_cause:
+        print(f"  suspended:   {record.suspension_cause}")
+    received = sum(v.get("receivedCount", 0) for v in metrics.values() if isinstance(v, dict))
+    emitted = sum(v.get("emittedCount", 0) for v in metrics.values() if isinstance(v, dict))
+    members = sorted({name.split("/", 1)[0] for name in metrics})
+    print(
+        f"  metrics:     {received} items received, {emitted} emitted by {len(metrics)} processors "
+        f"on {len(members)} member(s)"
+    )
+    if record.failure:
+        print(f"  failure:     {record.failure}")
+    if record.failure_traceback.strip():
+        print()
+        print(record.failure_traceback.rstrip())
     return OK
 
 
