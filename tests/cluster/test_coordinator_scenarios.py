@@ -254,6 +254,8 @@ def test_a_reset_link_to_the_coordinator_makes_no_second_coordinator_and_heals()
     cluster.cut_link("a", "b")
     # then b does not take over: a stays the only coordinator, with the job's record
     assert [cluster.nodes[m].members.coordinator() for m in "abc"] == ["a", "a", "a"]
+    # and b stopped its share (fenced: a restarts the job without it, nothing may run twice)
+    assert cluster.nodes["b"].executions.running == {}
     assert not any(e.kind is EventKind.COORDINATOR_CHANGED for e in cluster.events(at="a"))
     assert cluster.nodes["b"].jobs.all() == []
     # and a restarts the job without b, from its last snapshot

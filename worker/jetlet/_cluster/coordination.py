@@ -119,6 +119,9 @@ class Coordination:
         if self.members.coordinator() == peer:
             if news:
                 log.warning("the connection to the coordinator %s dropped: reconnecting", peer)
+                # fence: the coordinator restarts its jobs without this member, so nothing of theirs
+                # may run on here (it would duplicate what the new execution produces)
+                self._coordinator_lost(peer, f"the connection to its coordinator {peer} dropped")
             return
         if news and peer not in self._handled:
             self._handled.add(peer)
