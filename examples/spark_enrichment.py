@@ -7,7 +7,8 @@
    customer (a hash join whose build side is the Spark table, handed off with
    ``SparkSources.dataframe``), then writes the enriched orders with
    ``SparkSinks.parquet``: EXACTLY_ONCE, so a file becomes visible only when
-   the snapshot after its rows completes.
+   the snapshot after its rows completes. It runs on a local cluster of two
+   member processes (the embedded instance takes no snapshots).
 3. Once every order is committed, Spark reads the files and aggregates revenue
    per segment; the same join and aggregation done by Spark alone, over the
    original DataFrames, must give the same numbers.
@@ -29,8 +30,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-import jetlet
 from jetlet import JobConfig, ProcessingGuarantee
+from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import JoinClause, Pipeline
 from jetlet.spark import SparkSinks, SparkSources
 
@@ -96,8 +97,8 @@ def run(spark: Any, work: Path) -> bool:
     enriched.write_to(SparkSinks.parquet(work / "enriched", schema=ENRICHED))
     config = JobConfig(processing_guarantee=ProcessingGuarantee.EXACTLY_ONCE, snapshot_interval_millis=500)
     started = time.monotonic()
-    with jetlet.embedded() as jet:
-        job = jet.new_job(p, config)
+    with local_cluster(2) as client:  # snapshots (and so the sink's commits) need a cluster
+        job = client.new_job(p, config)
         deadline = time.monotonic() + 300
         while committed_rows(work / "enriched") < ORDERS:  # a stream never ends: wait for the commits
             if time.monotonic() > deadline:

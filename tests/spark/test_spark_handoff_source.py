@@ -87,15 +87,16 @@ def test_a_dataframe_read_on_three_members_gives_exactly_sparks_rows_as_rows_and
 
 
 def _slow(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    time.sleep(0.002)
+    time.sleep(0.0005)
     return row
 
 
 def test_every_row_is_read_exactly_once_when_a_member_is_killed_mid_read(
     spark: Any, tmp_path: pathlib.Path
 ) -> None:
-    # given a table of 12 files read by 3 members, slowly enough to kill one mid-read
-    df = _events(spark, 6000, 12)
+    # given a table of 12 files read by 3 members, slowly (4 s each) so that one dies mid-read; the map is
+    # slow per row, not per batch, so that a snapshot barrier waits only ~0.5 s behind a queue of rows
+    df = _events(spark, 24000, 12)
     table, out = tmp_path / "events", tmp_path / "out"
     SparkSources.dataframe(df, table)
     p = Pipeline()
