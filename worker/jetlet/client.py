@@ -371,6 +371,14 @@ class Client:
         result: dict[Any, Any] = _decode(self.request("GET", f"/maps/{_quote(name)}")["data"])
         return result
 
+    def destroy_list(self, name: str) -> None:
+        """Delete the named list on the cluster (a later ``get_list`` is empty), e.g. before a rerun."""
+        self.request("DELETE", f"/lists/{_quote(name)}")
+
+    def destroy_map(self, name: str) -> None:
+        """Delete the named map on the cluster (a later ``get_map`` is empty)."""
+        self.request("DELETE", f"/maps/{_quote(name)}")
+
     def get_observable(self, name: str) -> RemoteObservable:
         return RemoteObservable(self, name)
 

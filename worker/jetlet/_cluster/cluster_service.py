@@ -124,6 +124,7 @@ class ClusterJobService:
             transport.is_connected,
         )
         self.channel.register(Operation.READ_ALL, self._read_all)
+        self.channel.register(Operation.DESTROY, self._destroy)
         self.channel.register(Operation.OBSERVABLE, self._observable)
         self._closed = False
 
@@ -323,6 +324,18 @@ class ClusterJobService:
         return job_service.ObservableSlice(
             reply["items"], reply["next_position"], reply["done"], reply["failure"]
         )
+
+    def destroy(self, kind: str, name: str) -> None:
+        self._ask(Operation.DESTROY, kind=kind, name=name)
+
+    def _destroy(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Delete a named list or map from the grid (on the coordinator, which installed the table)."""
+        self.tables.ensure_now()
+        if body["kind"] == "list":
+            self.data_store.destroy_list(body["name"])
+        else:
+            self.data_store.destroy_map(body["name"])
+        return {}
 
     def _read_all(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         """A named list or map, read from the grid."""

@@ -73,6 +73,14 @@ class ClusterDataStore:
             current[key] = update_fn(current.get(key), item)
         self._grid.put(_map(name), current)
 
+    def destroy_list(self, name: str) -> None:
+        """Delete the named list everywhere: a later read finds it empty."""
+        self._grid.delete_map(_list(name))
+
+    def destroy_map(self, name: str) -> None:
+        """Delete the named map everywhere: a later read finds it empty."""
+        self._grid.delete_map(_map(name))
+
     def read_list(self, name: str) -> list[Any]:
         entries = self._grid.get_all(_list(name))
         return [entries[key] for key in sorted(entries)]

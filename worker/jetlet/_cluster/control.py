@@ -81,6 +81,7 @@ class Operation(enum.StrEnum):
     LIST_SNAPSHOTS = "list_snapshots"
     DELETE_SNAPSHOT = "delete_snapshot"
     READ_ALL = "read_all"
+    DESTROY = "destroy"
     OBSERVABLE = "observable"
     EVENTS = "events"
 

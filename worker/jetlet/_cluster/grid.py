@@ -296,6 +296,12 @@ class Grid:
         table = self._current()
         self._call_all("grid_delete", [(member, {"prefix": prefix}) for member in table.members])
 
+    def delete_map(self, name: str) -> None:
+        """Delete, on every member, the map ``name`` (only that one)."""
+        table = self._current()
+        body = {"prefix": grid_store.checked_map_name(name), "exact": True}
+        self._call_all("grid_delete", [(member, body) for member in table.members])
+
     def copy_map(self, source: str, target: str) -> None:
         """Make ``target`` a copy of ``source``: every member copies the partitions it holds, locally."""
         grid_store.checked_map_name(source)
@@ -412,7 +418,7 @@ class Grid:
         return {"keys": keys, "values": values, "done": done}
 
     def _op_delete(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.store.delete_maps(body["prefix"])
+        self.store.delete_maps(body["prefix"], exact=bool(body.get("exact")))
         return {}
 
     def _op_copy(self, body: dict[str, Any]) -> dict[str, Any]:

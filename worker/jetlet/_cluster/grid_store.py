@@ -178,11 +178,13 @@ class GridStore:
                 del self._partitions[partition]
         return dropped
 
-    def delete_maps(self, prefix: str) -> None:
-        """Delete every map whose name starts with ``prefix``."""
+    def delete_maps(self, prefix: str, exact: bool = False) -> None:
+        """Delete every map whose name starts with ``prefix`` (with ``exact``, the map of that name)."""
         with self._lock:
             for maps in self._partitions.values():
-                for name in [name for name in maps if name.startswith(prefix)]:
+                for name in [
+                    name for name in maps if name == prefix or (not exact and name.startswith(prefix))
+                ]:
                     del maps[name]
 
     def copy_map(self, source: str, target: str) -> None:

@@ -93,6 +93,10 @@ class JobService(Protocol):
 
     def get_map(self, name: str) -> dict[Any, Any]: ...
 
+    def destroy(self, kind: str, name: str) -> None:
+        """Delete the named ``list`` or ``map`` (a later read finds it empty)."""
+        ...
+
     def observable_items(self, name: str, from_position: int, timeout: float) -> ObservableSlice:
         """Items from ``from_position``; waits up to ``timeout`` s for one when there is none yet."""
         ...
@@ -358,6 +362,12 @@ class EmbeddedJobService:
     def get_map(self, name: str) -> dict[Any, Any]:
         with self.instance.store.lock:
             return dict(self.instance.get_map(name))
+
+    def destroy(self, kind: str, name: str) -> None:
+        if kind == "list":
+            self.instance.destroy_list(name)
+        else:
+            self.instance.destroy_map(name)
 
     def observable_items(self, name: str, from_position: int, timeout: float) -> ObservableSlice:
         return read_observable(self.instance, name, from_position, timeout)

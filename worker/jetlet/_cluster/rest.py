@@ -208,6 +208,15 @@ async def _get_map(request: web.Request) -> web.Response:
     return web.json_response({"data": req.encode_data(entries)})
 
 
+def _destroy(kind: str) -> Handler:
+    async def handle(request: web.Request) -> web.Response:
+        call = functools.partial(req.service(request).destroy, kind, request.match_info["name"])
+        await req.blocking(request, call)
+        return web.json_response({"ok": True})
+
+    return handle
+
+
 async def _observable(request: web.Request) -> web.Response:
     position = req.query_number(request, "from", 0, int)
     timeout = min(req.query_number(request, "timeout", 0.0), MAX_JOIN_WAIT_S)
@@ -342,6 +351,8 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
     ("DELETE", "/snapshots/{name}", _delete_snapshot, "Delete an exported snapshot."),
     ("GET", "/lists/{name}", _get_list, "A named list, as base64 cloudpickle in data."),
     ("GET", "/maps/{name}", _get_map, "A named map, as base64 cloudpickle in data."),
+    ("DELETE", "/lists/{name}", _destroy("list"), "Delete a named list (a later read finds it empty)."),
+    ("DELETE", "/maps/{name}", _destroy("map"), "Delete a named map (a later read finds it empty)."),
     ("POST", "/membership", _membership, "Membership messages between members (join, members, heartbeat)."),
     ("GET", "/observables/{name}", _observable, "Observable items from ?from=N, waiting ?timeout=S for one."),
 ]
