@@ -187,13 +187,18 @@ def decide(
 
 
 def _phase_conditions(
-    spec: specs.JobSpec, job: JobObservation | None, status: Mapping[str, Any], generation: int, waiting: str
+    spec: specs.JobSpec,
+    job: JobObservation | None,
+    status: Mapping[str, Any],
+    generation: int,
+    waiting: str,
+    waiting_reason: str,
 ) -> list[dict[str, Any]]:
     found = list(status.get("conditions") or [])
     if job is None:
         message = waiting or "not submitted yet"
         found = conditions.set_condition(found, "Ready", False, "NotSubmitted", message, generation)
-        found = conditions.set_condition(found, "Progressing", True, "Waiting", message, generation)
+        found = conditions.set_condition(found, "Progressing", True, waiting_reason, message, generation)
         return conditions.set_condition(found, "Suspended", False, "NotSuspended", "", generation)
     running = job.status == "RUNNING"
     ended = job.terminal
@@ -239,11 +244,18 @@ def job_status(
     status: Mapping[str, Any],
     generation: int,
     waiting: str = "",
+    waiting_reason: str = "Waiting",
 ) -> dict[str, Any]:
-    """The JetJob's new status fields (merged into the old status) from the observed job."""
+    """The JetJob's new status fields (merged into the old status) from the observed job.
+
+    ``waiting`` says what the JetJob waits for (the ``Progressing`` condition's message) and
+    ``waiting_reason`` is that condition's reason; a job that cannot be seen because its
+    cluster is not ready keeps the phase it had.
+    """
     new: dict[str, Any] = {"observedGeneration": generation}
     if job is None:
-        new["phase"] = "Pending" if spec.state != "Canceled" else status.get("phase", "Pending")
+        unseen = waiting_reason == "ClusterNotReady" and status.get("id")
+        new["phase"] = status.get("phase", "Pending") if spec.state == "Canceled" or unseen else "Pending"
     else:
         new.update(
             id=job.id,
@@ -265,7 +277,7 @@ def job_status(
                 "time": conditions.iso_from_millis(int(snap.get("time", 0))),
                 "size": int(snap.get("bytes", 0)),
             }
-    new["conditions"] = _phase_conditions(spec, job, status, generation, waiting)
+    new["conditions"] = _phase_conditions(spec, job, status, generation, waiting, waiting_reason)
     return new
 
 

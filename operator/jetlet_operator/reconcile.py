@@ -271,9 +271,10 @@ async def _reconcile_job(
     except errors.JetletError as exc:
         retry, waiting = 5.0, f"{decision.action.value} failed: {exc}"
     observed = jd.JobObservation.from_record(record) if record else None
+    reason = "Waiting"
     if decision.action is jd.Action.WAIT_CLUSTER:
-        waiting = decision.message
-    new = jd.job_status(spec, observed, merged, generation, waiting)
+        waiting, reason = decision.message, "ClusterNotReady"
+    new = jd.job_status(spec, observed, merged, generation, waiting, reason)
     if merged.get("failedForGood"):
         new["conditions"] = conditions.set_condition(
             new["conditions"],
