@@ -4,14 +4,21 @@ The job, the cluster and the measurement are those of
 ``fault_tolerance_bench.py``'s recovery section (3 member processes on
 loopback, ``seq % keys`` counted per key with EXACTLY_ONCE and checked on
 every item, m3 signalled right after a complete snapshot taken once every
-key had state). The two signals are measured in pairs, SIGTERM then SIGKILL,
-``--repeats`` times, so both see the same machine load:
+key had state). The signals are measured in rounds, SIGTERM, SIGKILL, SIGSTOP,
+``--repeats`` times, so all see the same machine load:
 
 * SIGKILL: the member dies; the coordinator notices the lost connection,
   and restarts the job on the members left from the last periodic snapshot;
 * SIGTERM: the member leaves (``jetlet member``'s graceful leave): the
   coordinator takes a terminal snapshot, restarts the job without it from
-  that snapshot and moves its partitions off it, and the member exits.
+  that snapshot and moves its partitions off it, and the member exits;
+* SIGSTOP: the member vanishes without its connections closing, as when its
+  machine dies: only the failure detector (``--failure-timeout-millis``)
+  notices, then the job restarts as after SIGKILL.
+
+On loopback a killed process's connections are reset at once, so SIGKILL is
+noticed at once too; SIGSTOP shows what a graceful leave saves when they are
+not.
 
 Reported: seconds from the signal to the first new output at a sink (the job
 running again), best and median of the runs, and exactly-once violations.
@@ -44,21 +51,27 @@ def _measure(keys: int, how: signal.Signals) -> ft._Recovery:
 
 def main(argv: Sequence[str] = ()) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=_common.DEFAULT_REPEATS, help="pairs of runs")
+    parser.add_argument("--repeats", type=int, default=_common.DEFAULT_REPEATS, help="rounds of the three")
     parser.add_argument("--keys", type=int, default=KEYS, help="keys of state (a multiple of 6)")
     args = parser.parse_args(list(argv))
     if args.keys % 6:
         parser.error("--keys must be a multiple of 6")
-    results: dict[signal.Signals, list[ft._Recovery]] = {signal.SIGTERM: [], signal.SIGKILL: []}
+    kinds = (signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP)
+    results: dict[signal.Signals, list[ft._Recovery]] = {how: [] for how in kinds}
     for run in range(args.repeats):
-        for how in (signal.SIGTERM, signal.SIGKILL):
+        for how in kinds:
             ft._progress(f"graceful leave, {args.keys:,} keys, {how.name}, pair {run + 1}/{args.repeats}")
             result = _measure(args.keys, how)
             ft._progress(f"  first output {ft._seconds(result.first_output_s)} s after {how.name}")
             results[how].append(result)
     rows = []
     medians: dict[signal.Signals, float | None] = {}
-    for how, label in ((signal.SIGTERM, "SIGTERM (graceful leave)"), (signal.SIGKILL, "SIGKILL (crash)")):
+    labels = {
+        signal.SIGTERM: "SIGTERM (graceful leave)",
+        signal.SIGKILL: "SIGKILL (crash, connections reset)",
+        signal.SIGSTOP: "SIGSTOP (machine lost: failure detector)",
+    }
+    for how, label in labels.items():
         times = [r.first_output_s for r in results[how] if r.first_output_s is not None]
         medians[how] = statistics.median(times) if times else None
         rows.append(
@@ -71,19 +84,22 @@ def main(argv: Sequence[str] = ()) -> str:
                 str(sum(r.violations for r in results[how])),
             ]
         )
-    term, kill = medians[signal.SIGTERM], medians[signal.SIGKILL]
-    if term is None or kill is None:
+    term, kill, stop = medians[signal.SIGTERM], medians[signal.SIGKILL], medians[signal.SIGSTOP]
+    if term is None or kill is None or stop is None:
         verdict = "not measured (a run did not recover)"
     else:
         met = "met" if term < TARGET_S and term < kill / 2 else "NOT met"
-        verdict = f"SIGTERM median {term:.2f} s against SIGKILL {kill:.2f} s ({kill / term:.1f}x): {met}"
+        verdict = (
+            f"SIGTERM median {term:.2f} s against SIGKILL {kill:.2f} s ({kill / term:.1f}x): {met}; "
+            f"against a lost machine (SIGSTOP) {stop:.2f} s ({stop / term:.1f}x)"
+        )
     notes = [r.evidence for rs in results.values() for r in rs if r.first_output_s is None and r.evidence]
     return (
         "## Graceful leave against a crash (member processes on loopback)\n\n"
         f"3 members, {args.keys:,} keys of state, EXACTLY_ONCE, snapshots every "
         f"{ft.SNAPSHOT_INTERVAL_MS / 1000:g} s; m3 gets the signal right after a complete snapshot. "
-        f"Seconds from the signal to the first new output at a sink; {args.repeats} pairs, "
-        "interleaved. Member flags: `"
+        f"Seconds from the signal to the first new output at a sink; {args.repeats} rounds of the "
+        "three signals, interleaved. Member flags: `"
         + " ".join(ft.MEMBER_ARGS)
         + "`.\n\n"
         + _common.markdown_table(["signal", "best", "median", "worst", "recovered", "violations"], rows)
