@@ -7,8 +7,9 @@ status: ``phase`` is ``Running`` when ``size`` members are ready,
 ``Degraded`` when fewer are after the cluster once ran (a member was lost),
 else ``Pending``; the conditions ``Ready``, ``Progressing`` and ``Degraded``
 say the same for ``kubectl wait``. :func:`transition_events` names the
-Events a change of status deserves (``ClusterReady``, ``MemberLost``,
-``MemberJoined``, ``Rescaled``), each posted once per transition.
+Events a change of status deserves (``ClusterReady``, ``MemberNotReady``,
+``MemberReady``), each posted once per transition; the cluster's own view
+(``MemberLost``, ``MemberJoined``, ``CoordinatorChanged``) comes from its event feed.
 """
 
 from __future__ import annotations
@@ -112,11 +113,9 @@ def transition_events(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tu
     new_pods = {m["pod"] for m in new.get("members") or [] if m.get("ready")}
     if old.get("phase") in ("Running", "Degraded"):
         for pod in sorted(old_pods - new_pods):
-            found.append(("Warning", "MemberLost", f"member {pod} is no longer ready"))
+            found.append(("Warning", "MemberNotReady", f"member pod {pod} is no longer ready"))
         for pod in sorted(new_pods - old_pods):
-            found.append(("Normal", "MemberJoined", f"member {pod} is ready"))
+            found.append(("Normal", "MemberReady", f"member pod {pod} is ready"))
     if new.get("phase") == "Running" and old.get("phase") != "Running":
         found.append(("Normal", "ClusterReady", f"{new.get('readyMembers')} members ready"))
-    if new.get("coordinator") and old.get("coordinator") and new["coordinator"] != old["coordinator"]:
-        found.append(("Normal", "CoordinatorChanged", f"{new['coordinator']} coordinates the cluster"))
     return found

@@ -101,7 +101,7 @@ def test_cluster_status_phases_conditions_and_events() -> None:
     assert [r for _, r, _ in cluster_status.transition_events(pending, running)] == ["ClusterReady"]
     degraded = cluster_status.cluster_status(spec, ready[:1], "jet-0", 1, running, "jet", "jet-secret")
     assert degraded["phase"] == "Degraded" and conditions.is_true(degraded["conditions"], "Degraded")
-    assert [r for _, r, _ in cluster_status.transition_events(running, degraded)] == ["MemberLost"]
+    assert [r for _, r, _ in cluster_status.transition_events(running, degraded)] == ["MemberNotReady"]
     assert cluster_status.transition_events(degraded, degraded) == []  # no Event on a retry
 
 
