@@ -360,6 +360,8 @@ def is_topology_error(error: BaseException | None) -> bool:
     while error is not None and seen < 10:
         if isinstance(error, PeerUnavailableError):
             return True
+        if isinstance(error, grid_mod.GridError) and error.unreachable:  # e.g. a map sink's write
+            return True
         error = error.__cause__ or error.__context__
         seen += 1
     return False

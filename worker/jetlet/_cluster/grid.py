@@ -69,9 +69,11 @@ from typing import Any
 
 from jetlet import errors
 from jetlet._cluster import grid_files, grid_store
+from jetlet._cluster.control import MemberUnreachableError
 from jetlet._cluster.grid_store import MapStats, ReplicaTable
 from jetlet._cluster.partition_table import PartitionTable
 from jetlet._network import serialization
+from jetlet._network.transport import PeerUnavailableError
 from jetlet.core.partitioning import stable_hash
 
 log = logging.getLogger(__name__)
@@ -91,9 +93,12 @@ an ``"error"`` key (and optionally ``"error_message"``) on failure."""
 class GridError(errors.JetletError):
     """A grid operation failed on one or more members, named in ``members``."""
 
-    def __init__(self, message: str, members: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, members: Sequence[str] = (), unreachable: bool = False) -> None:
         super().__init__(message)
         self.members = tuple(members)
+        self.unreachable = unreachable
+        """Every member that failed was unreachable (lost or not answering): a topology change, after
+        which the job restarts, not a fault of the job."""
 
 
 class Grid:
@@ -374,6 +379,7 @@ class Grid:
         deadline = time.monotonic() + self.timeout_s
         replies: list[tuple[str, dict[str, Any]]] = []
         failures: dict[str, str] = {}
+        unreachable = True
         for member, future in futures:
             try:
                 reply = future.result(timeout=max(0.0, deadline - time.monotonic()))
@@ -381,14 +387,16 @@ class Grid:
                 failures[member] = f"member {member} did not answer {op} within {self.timeout_s:g} s"
             except Exception as exc:
                 failures[member] = f"member {member} failed {op}: {type(exc).__name__}: {exc}"
+                unreachable = unreachable and isinstance(exc, (MemberUnreachableError, PeerUnavailableError))
             else:
                 if "error" in reply:
                     text = str(reply.get("error_message") or reply["error"]).strip()
                     failures[member] = f"member {member} failed {op}: {text}"
+                    unreachable = False
                 else:
                     replies.append((member, reply))
         if failures:
-            raise GridError("; ".join(failures.values()), list(failures))
+            raise GridError("; ".join(failures.values()), list(failures), unreachable)
         return replies
 
     def handle(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
