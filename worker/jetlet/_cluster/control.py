@@ -146,6 +146,9 @@ class ControlChannel:
         """Ask ``peer`` (this member too) to perform ``op``; a future of its result dict."""
         rpc = next(self._rpc_ids)
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        if self._closed:  # nobody would ever answer (the transport may drop what it is given)
+            future.set_exception(errors.ClusterUnavailableError("this member is shutting down"))
+            return future
         with self._lock:
             self._pending[rpc] = (peer, future)
         if not self.send(peer, op, rpc=rpc, **fields):

@@ -244,9 +244,12 @@ class Coordination:
         """
         deadline = time.monotonic() + timeout_s
         others = [m for m in self.members.reachable() if m != self.member_name]
-        if not others:
+        staying = [m for m in others if not self.members.is_leaving(m)]
+        if not staying:  # alone, or the whole cluster is stopping: nobody to hand anything to
+            for member in others:
+                self.channel.send(member, Operation.LEAVING)
             return True
-        if self.members.is_coordinator():
+        if self.members.is_coordinator() and self.jobs.all():
             handed = self.serial.submit(self.lifecycle.hand_over)
             try:
                 handed.result(timeout_s).result(max(0.0, deadline - time.monotonic()))
@@ -255,8 +258,12 @@ class Coordination:
                 log.warning("the jobs could not be handed over within %g s; leaving anyway", timeout_s)
         self.members.mark_leaving(self.member_name)
         calls = [self.channel.call(m, Operation.LEAVING) for m in others]
-        _, pending = concurrent.futures.wait(calls, max(0.0, deadline - time.monotonic()))
-        if pending:
+        pending = set(calls)
+        while pending and time.monotonic() < deadline:  # until answered, or every other is leaving too
+            _, pending = concurrent.futures.wait(pending, min(0.1, max(0.0, deadline - time.monotonic())))
+            if all(self.members.is_leaving(m) or self.members.is_lost(m) for m in others):
+                break
+        if pending and time.monotonic() >= deadline:
             log.warning("the cluster did not confirm the leave within %g s; leaving anyway", timeout_s)
         return not pending
 
