@@ -36,6 +36,8 @@ from jetlet_operator import settings as settings_mod
 _log = logging.getLogger("jetlet_operator")
 GROUP, VERSION = builders.GROUP, builders.VERSION
 FINALIZER = "jetlet.io/finalizer"
+FEED_WAIT_S = 8.0
+"""Longest wait for news from a cluster's feed before the daemon checks that it should go on."""
 SETTINGS = settings_mod.from_environ(os.environ)
 """The operator's settings (``JETLET_OPERATOR_*``), read when the handlers are imported."""
 
@@ -57,6 +59,10 @@ def _api() -> kube.KubeAccess:
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """kopf's settings: our finalizer, progress in annotations under jetlet.io, quiet retries."""
     settings.persistence.finalizer = FINALIZER
+    # No dynamic scanning of CRDs and namespaces: it needs cluster-wide list/watch on both, which
+    # the operator's RBAC (operator/deploy/rbac.yaml) does not grant; without the permission
+    # kopf retries for about a minute before it starts. The CRDs exist before the operator does.
+    settings.scanning.disabled = True
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="jetlet.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="jetlet.io")
     settings.posting.level = logging.WARNING  # Events are ours: kopf posts only its warnings
@@ -85,13 +91,13 @@ def _post(body: Mapping[str, Any], events: list[reconcile.Event]) -> None:
 
 
 def _finish(outcome: reconcile.Outcome, body: Mapping[str, Any], patch: kopf.Patch) -> None:
+    """Write the status, post the Events, and turn the outcome into kopf's retry or stop."""
     patch.status.update(outcome.status)
     _post(body, outcome.events)
     if outcome.invalid:
         raise kopf.PermanentError(outcome.invalid)
     if outcome.retry_after is not None:
-        message = outcome.status.get("message") or outcome.decision.message if outcome.decision else "waiting"
-        raise kopf.TemporaryError(str(message or "waiting"), delay=outcome.retry_after)
+        raise kopf.TemporaryError(outcome.waiting or "waiting", delay=outcome.retry_after)
 
 
 # ---------------------------------------------------------------------------------------- JetCluster
@@ -128,7 +134,7 @@ async def follow_events(**kw: Any) -> None:
             client = await asyncio.to_thread(jobs.connect, access.addresses, access.token, 10)
             if since < 0:  # start at the feed's end: what happened before was reconciled on start-up
                 since = await asyncio.to_thread(_last_id, client)
-            feed_iter = client.events(since=since, timeout=20)
+            feed_iter = client.events(since=since, timeout=FEED_WAIT_S)
             while not stopped:
                 event = await asyncio.to_thread(next, feed_iter, None)
                 if event is None:

@@ -58,6 +58,8 @@ class Outcome:
     invalid: str = ""
     """Why the spec cannot be acted on, naming the field (a kopf ``PermanentError``)."""
     decision: jd.Decision | None = None
+    waiting: str = ""
+    """What a reconciliation that will look again waits for (the kopf retry's message)."""
 
 
 def lock_for(namespace: str, name: str) -> asyncio.Lock:
@@ -130,7 +132,9 @@ async def observe_cluster(
     new = cluster_status.cluster_status(spec, observed, coordinator, generation, status, name, secret_name)
     events = cluster_status.transition_events(status, new)
     retry = None if new["phase"] == "Running" else 3.0
-    return Outcome(new, events, retry_after=retry)
+    return Outcome(
+        new, events, retry_after=retry, waiting=f"{new['readyMembers']} of {spec.size} members ready"
+    )
 
 
 async def _token(api: kube.KubeAccess, namespace: str, secret_name: str) -> str:
@@ -290,7 +294,7 @@ async def _reconcile_job(
         )
     events += jd.status_events(status, {**merged, **new})
     merged.update(new)
-    return Outcome(merged, events, retry_after=retry, decision=decision)
+    return Outcome(merged, events, retry_after=retry, decision=decision, waiting=waiting)
 
 
 async def _act(
@@ -468,6 +472,7 @@ async def reconcile_snapshot(
             {"state": "Waiting", "message": message, "observedGeneration": generation},
             events,
             retry_after=5.0,
+            waiting=message,
         )
 
     jetjob = await api.get("JetJob", namespace, spec.jet_job_ref)
