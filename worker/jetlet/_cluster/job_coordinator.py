@@ -48,6 +48,7 @@ from jetlet._cluster import (
     job_store,
     members_view,
     partition_table,
+    snapshot_data,
     table_keeper,
 )
 from jetlet._cluster import events as events_mod
@@ -156,7 +157,7 @@ class JobCoordinator:
         }
         if source is not None:
             fields["restore"] = {"prefix": source["prefix"], "snapshot_id": source["id"]}
-            problems = state_mismatch(
+            problems = snapshot_data.state_mismatch(
                 source, entry.vertex_names, entry.config.get("allow_dropping_state", False)
             )
             if problems:
@@ -198,7 +199,7 @@ class JobCoordinator:
                 return
         source = entry.last_snapshot or entry.restore_from
         if source is not None and not problems and not unreachable:
-            problems += incomplete_restore(source, restored)
+            problems += snapshot_data.incomplete_restore(source, restored)
         problems += [f"member {m} is not connected" for m in unreachable]
         if problems:
             self._start_failed(entry, execution_id, problems)
@@ -441,29 +442,3 @@ class JobCoordinator:
     def close(self) -> None:
         if self._scale_up is not None:
             self._scale_up.cancel()
-
-
-def state_mismatch(
-    source: Mapping[str, Any], vertex_names: frozenset[str], allow_dropping: bool
-) -> list[str]:
-    """Stages that hold state in the snapshot but are not in the job (their state would be lost)."""
-    missing = sorted(v for v, count in source["counts"].items() if count and v not in vertex_names)
-    if not missing or allow_dropping:
-        return []
-    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
-    return [
-        f"{label} holds state of stage {name!r}, which this job does not have; keep the stage's name, "
-        "or set JobConfig.allow_dropping_state to start without that state"
-        for name in missing
-    ]
-
-
-def incomplete_restore(source: Mapping[str, Any], restored: Mapping[str, int]) -> list[str]:
-    """Vertices whose restored entries do not add up to what the snapshot stored."""
-    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
-    return [
-        f"{label} is incomplete: stage {vertex!r} stored {count} entries "
-        f"but {restored.get(vertex, 0)} were found"
-        for vertex, count in sorted(source["counts"].items())
-        if restored.get(vertex, 0) != count
-    ]

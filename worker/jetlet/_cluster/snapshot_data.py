@@ -16,6 +16,11 @@ chunks under the partition they belong to, keyed ``(vertex, member, partition)``
 ``<prefix>/broadcast`` holds the broadcast chunks, which every member reads
 whole. :func:`route` turns what a member read back into each local
 processor's share.
+
+Before an execution starts from a snapshot the coordinator checks it:
+:func:`state_mismatch` names stages that hold state the job does not have,
+and once the members restored their shares :func:`incomplete_restore` names
+stages whose entries do not add up to what was stored.
 """
 
 from __future__ import annotations
@@ -174,3 +179,29 @@ def _vertex_of(key: Any) -> str:
     if not (isinstance(key, Sequence) and len(key) in (2, 3) and isinstance(key[0], str)):
         raise SnapshotDataError(f"snapshot data has a chunk under a malformed key {key!r}")
     return key[0]
+
+
+def state_mismatch(
+    source: Mapping[str, Any], vertex_names: frozenset[str], allow_dropping: bool
+) -> list[str]:
+    """Stages that hold state in the snapshot but are not in the job (their state would be lost)."""
+    missing = sorted(v for v, count in source["counts"].items() if count and v not in vertex_names)
+    if not missing or allow_dropping:
+        return []
+    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
+    return [
+        f"{label} holds state of stage {name!r}, which this job does not have; keep the stage's name, "
+        "or set JobConfig.allow_dropping_state to start without that state"
+        for name in missing
+    ]
+
+
+def incomplete_restore(source: Mapping[str, Any], restored: Mapping[str, int]) -> list[str]:
+    """Vertices whose restored entries do not add up to what the snapshot stored."""
+    label = f"snapshot {source.get('name') or source['id']} of job {source.get('job_name', '?')!r}"
+    return [
+        f"{label} is incomplete: stage {vertex!r} stored {count} entries "
+        f"but {restored.get(vertex, 0)} were found"
+        for vertex, count in sorted(source["counts"].items())
+        if restored.get(vertex, 0) != count
+    ]
