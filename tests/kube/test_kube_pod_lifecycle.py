@@ -54,7 +54,9 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     path = f"/api/v1/namespaces/{kube_namespace}/pods/stubborn"
     kube.apply(_pod("stubborn", STUBBORN, grace=2), namespace=kube_namespace)
     kube.api().wait_for(
-        path, lambda p: "ignoring SIGTERM" in kube.pod_log(kube_namespace, "stubborn"), timeout=60
+        path,
+        lambda p: "ignoring SIGTERM" in kube.pod_log(kube_namespace, "stubborn").splitlines(),
+        timeout=60,
     )
     pid = kube.pod_pid(kube_namespace, "stubborn")
     assert pid is not None

@@ -35,7 +35,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -513,7 +513,7 @@ class ProcessKubelet:
             "preconditions": {"uid": uid},
         }
         with contextlib.suppress(ApiError):
-            await self.api.delete(f"/api/v1/namespaces/{namespace}/pods/{name}", body)
+            await _retrying(lambda: self.api.delete(f"/api/v1/namespaces/{namespace}/pods/{name}", body))
 
     async def _kill_all(self) -> None:
         for rt in list(self.pods.values()):
@@ -599,7 +599,9 @@ class ProcessKubelet:
                 status["podIPs"] = [{"ip": rt.ip}]
             patch = {"metadata": {"uid": rt.uid}, "status": status}
             try:
-                await self.api.patch(f"/api/v1/namespaces/{rt.namespace}/pods/{rt.name}/status", patch)
+                await _retrying(
+                    lambda: self.api.patch(f"/api/v1/namespaces/{rt.namespace}/pods/{rt.name}/status", patch)
+                )
             except ApiError as err:
                 if err.status not in (404, 409, 422):
                     raise
@@ -886,6 +888,19 @@ def _claim_subnet() -> tuple[int, int]:
             continue
         return octet, fd
     raise RuntimeError("no free 127.x.0.0/16 for pod addresses")
+
+
+async def _retrying(call: Callable[[], Awaitable[Any]], attempts: int = 10) -> Any:
+    """``await call()``, again after a network error or a timeout, ``attempts`` times at most."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except (aiohttp.ClientError, TimeoutError) as err:
+            if attempt == attempts - 1:
+                raise
+            log.warning("API call failed (%s); retrying", err)
+            await asyncio.sleep(0.5)
+    return None
 
 
 def _log_task_error(task: asyncio.Task[None]) -> None:
