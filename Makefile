@@ -10,7 +10,8 @@ SRC_DIRS := worker operator tests bench examples
 # The Kubernetes control plane of tests/kube, built from Go modules (docs/testing-on-kubernetes.md).
 KUBE_VERSION := v1.36.3
 KUBE_BIN_DIR ?= $(HOME)/.cache/jetlet-kube/$(KUBE_VERSION)
-export JETLET_KUBE_BIN_DIR := $(KUBE_BIN_DIR)
+# (not JETLET_*: a member refuses any JETLET_ variable that is not one of its settings)
+export KUBE_HARNESS_BIN_DIR := $(KUBE_BIN_DIR)
 
 $(VENV)/.stamp-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

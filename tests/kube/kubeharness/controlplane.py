@@ -44,7 +44,7 @@ CONTROLLERS = (
 
 
 def default_bin_dir() -> Path:
-    env = os.environ.get("JETLET_KUBE_BIN_DIR")
+    env = os.environ.get("KUBE_HARNESS_BIN_DIR")
     if env:
         return Path(env)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
