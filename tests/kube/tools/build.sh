@@ -43,6 +43,7 @@ TMP="$DEST.tmp.$$"
 rm -rf "$TMP"
 mkdir -p "$TMP"
 trap 'rm -rf "$TMP"' EXIT
+trap 'rm -rf "$TMP"; exit 1' INT TERM HUP
 echo "kube-bins: building Kubernetes $K8S_VERSION binaries into $DEST (a cold build takes minutes)" >&2
 start=$(date +%s)
 (cd "$HERE" && go build -trimpath -ldflags "$LDFLAGS" -o "$TMP/" \
