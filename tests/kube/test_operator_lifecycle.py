@@ -359,6 +359,8 @@ def pipeline(sink):
     kube.kubectl("scale", "jc/jet", "--replicas=3", namespace=ns)
     _wait(kube, ns, op, "--for=jsonpath={.status.readyMembers}=3", "jc/jet", timeout=150)
     assert _get(kube, ns, "statefulset/jet")["spec"]["replicas"] == 3
+    # and the running job is rescaled onto the new member (the cluster's feed, as an Event)
+    _until("JobRescaled", lambda: "JobRescaled" in _events(kube, ns, "counter"), op, 60)
     # deleting the JetJob cancels the job
     job_id = _get(kube, ns, "jj/counter")["status"]["id"]
     kube.kubectl("delete", "jj/counter", "--timeout=60s", namespace=ns)
