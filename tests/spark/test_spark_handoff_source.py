@@ -222,3 +222,30 @@ def test_the_source_processor_passes_the_processor_harness(tmp_path: pathlib.Pat
     options = parquet_source.ReadOptions(str(tmp_path / "t"), items="tuples")
     supplier = core_sources.replayable_source_p(lambda c: parquet_source.ParquetReader(options, c), False)
     verify_processor(supplier).unordered().expect_output(expected).verify()
+
+
+def test_an_incremental_table_gives_event_time_from_a_column(tmp_path: pathlib.Path) -> None:
+    import datetime
+
+    root = tmp_path / "t"
+    root.mkdir()
+    moment = datetime.datetime(2026, 11, 24, 0, 0, 1, tzinfo=datetime.UTC)
+    pq.write_table(
+        pa.table({"id": [1], "ts": pa.array([moment], pa.timestamp("ms", tz="UTC"))}), root / "p.parquet"
+    )
+    (root / "_SUCCESS").touch()
+    dicts = SparkSources.table(root, incremental=True, timestamp_column="ts")
+    tuples = SparkSources.table(
+        root, items="tuples", columns=["id", "ts"], incremental=True, timestamp_column="ts"
+    )
+    (row,) = _readers(root, 1, "dicts")[0].read(10) or []
+    assert dicts.native_timestamps is not None and dicts.native_timestamps(row) == int(
+        moment.timestamp() * 1000
+    )
+    assert (
+        tuples.native_timestamps is not None
+        and tuples.native_timestamps((1, moment)) == 1_795_478_401_000 == row["ts"].timestamp() * 1000
+    )
+    assert tuples.native_timestamps((1, 42)) == 42  # ints are milliseconds already
+    with pytest.raises(ValueError, match="incremental=True"):
+        SparkSources.table(root, timestamp_column="ts")
