@@ -147,3 +147,28 @@ def test_small_results_come_back_as_a_dataframe(spark: Any) -> None:
         jet.new_job(p).join()
         df = sink.collect(spark, jet)
     assert {row.word: row.n for row in df.collect()} == dict(collections.Counter(_words()))
+
+
+def test_tuples_mixed_with_arrow_batches_and_late_types_all_land(tmp_path: pathlib.Path) -> None:
+    import pyarrow.parquet as pq
+
+    # without a schema, a column that starts with nulls cannot take ints later: a clear error says so
+    guessing = parquet_sink.ParquetSinkP(
+        parquet_sink.ParquetSinkOptions(str(tmp_path / "x"), columns=("w", "n"), row_group_rows=1)
+    )
+    guessing.init(TestOutbox(1, 10), make_context("sink", 0, 1))
+    guessing.process(0, Inbox([("a", None)]))
+    with pytest.raises(TypeError, match="give the sink a schema"):
+        guessing.process(0, Inbox([("d", 4)]))
+    guessing.close()
+    # with one, tuples, Arrow batches and late values all land
+    options = parquet_sink.ParquetSinkOptions(str(tmp_path / "ok"), schema=SCHEMA, row_group_rows=3)
+    sink = parquet_sink.ParquetSinkP(options)
+    sink.init(TestOutbox(1, 10), make_context("sink", 0, 1))
+    sink.process(0, Inbox([("a", None), ("b", None), ("c", None)]))
+    sink.process(0, Inbox([("d", 4), pa.record_batch({"word": ["e"], "n": [5]}, schema=SCHEMA), ("f", 6)]))
+    sink.process(0, Inbox([("g", 7)]))
+    assert sink.complete()
+    sink.close()
+    got = sorted(tuple(r.values()) for r in pq.read_table(tmp_path / "ok", columns=["word", "n"]).to_pylist())
+    assert got == [("a", None), ("b", None), ("c", None), ("d", 4), ("e", 5), ("f", 6), ("g", 7)]

@@ -5,8 +5,10 @@ Theory of operation
 Items are rows (dicts, or tuples with ``columns``) or Arrow record batches
 and tables. A processor buffers rows and writes them as a row group once
 :attr:`ParquetSinkOptions.row_group_rows` are buffered (and when its file
-closes), converting them with ``pa.Table.from_pylist`` or column by column;
-Arrow items go through as they are. Writing blocks, so the processor is
+closes), converting them with ``pa.Table.from_pylist`` (dicts) or as one
+struct array (tuples, typed by the schema or by the first rows; column by
+column when a later row does not fit those types); Arrow items go through
+as they are. Writing blocks, so the processor is
 non-cooperative.
 
 Every file is a *transaction*: it is written under a hidden temporary name
@@ -80,6 +82,9 @@ FILE_NAME = re.compile(r"\.?part-(\d{5})-(\d{8})\.parquet(\.tmp)?")
 """A final (``part-I-S.parquet``) or temporary (``.part-I-S.parquet.tmp``) file of the sink."""
 
 
+_ARROW_TYPES = frozenset({pa.RecordBatch, pa.Table})
+
+
 def read_expired(root: Path) -> dict[int, int]:
     """The highest expired sequence per sink processor index (see :mod:`jetlet.spark.datasource`)."""
     try:
@@ -135,7 +140,13 @@ class _Transaction:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.temp, table.schema, compression=compression)
         elif table.schema != self.writer.schema:
-            table = table.cast(self.writer.schema)
+            try:
+                table = table.cast(self.writer.schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise TypeError(
+                    f"SparkSinks.parquet: rows of types {table.schema} do not fit the types the first rows "
+                    f"gave the file, {self.writer.schema}; give the sink a schema=pyarrow.schema([...])"
+                ) from exc
         self.writer.write_table(table)
         self.rows += table.num_rows
 
@@ -167,6 +178,7 @@ class ParquetSinkP(proc.Processor):
         self._directory = Path(options.directory)
         self._exactly_once = False
         self._rows: list[Any] = []
+        self._inferred: pa.Schema | None = None
         self._active: _Transaction | None = None
         self._pending: list[_Transaction] = []
         self._sequence: int | None = None
@@ -186,12 +198,16 @@ class ParquetSinkP(proc.Processor):
 
     # -- items ---------------------------------------------------------------
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
-        for item in inbox.take_all():
-            if isinstance(item, pa.RecordBatch | pa.Table):
-                self._flush_rows()
-                self._write(item if isinstance(item, pa.Table) else pa.Table.from_batches([item]))
-            else:
-                self._rows.append(item)
+        items = inbox.take_all()
+        if _ARROW_TYPES.isdisjoint(map(type, items)):  # rows only: the common case, checked in C
+            self._rows.extend(items)
+        else:
+            for item in items:
+                if type(item) in _ARROW_TYPES:
+                    self._flush_rows()
+                    self._write(item if isinstance(item, pa.Table) else pa.Table.from_batches([item]))
+                else:
+                    self._rows.append(item)
         if len(self._rows) >= self._options.row_group_rows:
             self._flush_rows()
         active = self._active
@@ -219,13 +235,19 @@ class ParquetSinkP(proc.Processor):
                 f"{self.context.vertex_name}: rows that are not dicts need column names "
                 "(SparkSinks.parquet(..., columns=[...]) or a schema)"
             )
-        arrays = [list(column) for column in zip(*rows, strict=True)]
-        if options.schema is not None:
-            return pa.Table.from_arrays(
-                [pa.array(a, type=f.type) for a, f in zip(arrays, options.schema, strict=True)],
-                schema=options.schema,
-            )
-        return pa.Table.from_arrays([pa.array(a) for a in arrays], names=list(names))
+        schema = options.schema or self._inferred
+        if schema is None:  # the types of the first rows decide, as for dicts
+            sample = rows[:1024]
+            schema = pa.Table.from_arrays(
+                [pa.array(c) for c in zip(*sample, strict=True)], names=list(names)
+            ).schema
+            if not any(pa.types.is_null(field.type) for field in schema):
+                self._inferred = schema
+        try:  # tuples as one struct array: converted in one pass in C, ~6x faster than column by column
+            return pa.Table.from_struct_array(pa.array(rows, type=pa.struct(list(schema))))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays = [pa.array(column) for column in zip(*rows, strict=True)]
+            return pa.Table.from_arrays(arrays, names=list(names))
 
     def _write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
