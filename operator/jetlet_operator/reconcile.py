@@ -160,13 +160,13 @@ async def cluster_access(api: kube.KubeAccess, namespace: str, cluster: str, res
     if not token:
         return Access(jd.ClusterState(False, f"JetCluster {cluster} has no Secret with a token yet"))
     pods = await api.list("Pod", namespace, builders.selector(cluster))
-    found = cluster_status.members(pods, cluster, rest_port)
-    ready = [m.address for m in found if m.ready]
+    members = cluster_status.members(pods, cluster, rest_port)
+    ready = [m.address for m in members if m.ready]
     if not ready:
         return Access(jd.ClusterState(False, f"no member of JetCluster {cluster} is ready yet"), (), token)
     # the ready members first; the others after them, as a member that is not ready (say, one
     # that just replaced a lost pod) still answers for the cluster's jobs
-    return Access(jd.ClusterState(True), tuple(ready + [m.address for m in found if not m.ready]), token)
+    return Access(jd.ClusterState(True), tuple(ready + [m.address for m in members if not m.ready]), token)
 
 
 # ---------------------------------------------------------------------------------------- JetJob
