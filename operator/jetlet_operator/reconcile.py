@@ -163,7 +163,10 @@ async def cluster_access(api: kube.KubeAccess, namespace: str, cluster: str, res
     members = cluster_status.members(pods, cluster, rest_port)
     ready = [m.address for m in members if m.ready]
     if not ready:
-        return Access(jd.ClusterState(False, f"no member of JetCluster {cluster} is ready yet"), (), token)
+        unready = tuple(m.address for m in members)  # to observe jobs with, not to submit
+        return Access(
+            jd.ClusterState(False, f"no member of JetCluster {cluster} is ready yet"), unready, token
+        )
     # the ready members first; the others after them, as a member that is not ready (say, one
     # that just replaced a lost pod) still answers for the cluster's jobs
     return Access(jd.ClusterState(True), tuple(ready + [m.address for m in members if not m.ready]), token)
@@ -237,14 +240,16 @@ async def _reconcile_job(
     client: client_mod.Client | None = None
     record: dict[str, Any] | None = None
     state = access.state
-    if state.ready:
+    if access.addresses:  # a cluster without a ready member may still report its jobs
         try:
             client = await asyncio.to_thread(
                 jobs.connect, access.addresses, access.token, config.client_timeout_seconds
             )
             record = await asyncio.to_thread(jobs.find_job, client, spec.name)
         except errors.JetletError as exc:
-            state = jd.ClusterState(False, f"the cluster does not answer: {exc}")
+            client = None
+            if state.ready:
+                state = jd.ClusterState(False, f"the cluster does not answer: {exc}")
     observed = jd.JobObservation.from_record(record) if record else None
     decision = jd.decide(spec, status, state, observed, now)
     merged: dict[str, Any] = dict(status)
@@ -416,7 +421,7 @@ async def finalize_job(
     except specs.SpecError:
         return []  # it never ran
     access = await cluster_access(api, namespace, spec.cluster_ref, config.rest_port)
-    if not access.state.ready:
+    if not access.addresses:  # no member pod at all: nothing can be canceled, nothing waits
         return [("Warning", "CancelSkipped", f"the job is not canceled: {access.state.reason}")]
     deadline = time.monotonic() + config.cancel_timeout_seconds
     wait = 2.0
