@@ -122,3 +122,25 @@ def test_bad_examples_are_refused_for_the_right_reason(path: pathlib.Path) -> No
         else:
             specs.job_spec(doc["spec"], doc["metadata"]["name"])
     assert refused.value.field == field
+
+
+SCHEMA_KEYWORDS = {
+    "type", "description", "default", "minimum", "maximum", "enum", "items", "properties", "required",
+    "minLength", "maxLength", "pattern", "format", "additionalProperties", "x-kubernetes-validations",
+    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
+}  # fmt: skip
+
+
+def test_every_schema_node_holds_only_schema_keywords() -> None:
+    """A YAML slip (an unquoted comma in a flow mapping) makes a stray key the API server refuses."""
+
+    def stray(node: dict[str, Any], path: str) -> list[str]:
+        found = [f"{path}: {key}" for key in node if key not in SCHEMA_KEYWORDS]
+        for name, child in node.get("properties", {}).items():
+            found += stray(child, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            found += stray(node["items"], f"{path}[]")
+        return found
+
+    for kind in CRDS:
+        assert stray(_schema(kind), kind) == []
