@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -21,7 +23,7 @@ from test_fault_tolerance import (
     _windowed_reference,
 )
 
-from jetlet import ProcessingGuarantee
+from jetlet import Pipeline, ProcessingGuarantee, Sinks, Sources
 from jetlet.client import connect
 from jetlet.local_cluster import local_cluster
 from jetlet.records import EventKind
@@ -67,3 +69,41 @@ def test_sigterm_moves_the_jobs_off_the_member_and_the_results_stay_exact(
         survivor.get_job(job.id).join(120)  # type: ignore[union-attr]
     # and nothing was lost or duplicated
     assert _committed(out) == _windowed_reference()
+
+
+def test_a_member_replaced_under_the_same_name_is_a_new_member_and_takes_part(tmp_path: pathlib.Path) -> None:
+    # given a member that leaves (SIGTERM, as a StatefulSet's pod deletion) and is replaced at once by a new
+    # process of the same name, before the failure detector would have removed the old one
+    slow_detection = ["--heartbeat-interval-millis", "200", "--failure-timeout-millis", "60000"]
+    cluster = local_cluster(3, slow_detection)
+    client = cluster.start()
+    replacement: subprocess.Popen[bytes] | None = None
+    try:
+        os.kill(client.pids[1], signal.SIGTERM)
+        wait_until(lambda: _gone(client.pids[1]), "m2 to leave", 60)
+        workdir = cluster._workdir
+        assert workdir is not None
+        command = [
+            sys.executable, "-m", "jetlet.member", "--name", "m2", "--host", "127.0.0.1",
+            "--rest-port", "0", "--data-port", "0", "--members", client.addresses[0],
+            "--token-file", str(workdir / "token"), "--secret-file", str(workdir / "secret"),
+            *slow_detection,
+        ]  # fmt: skip
+        with (tmp_path / "m2-again.log").open("wb") as log:
+            replacement = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        # when a job runs after the replacement joined
+        p = Pipeline()
+        p.read_from(Sources.items(*range(30))).write_to(Sinks.list("after-replacement"))
+
+        def used_by_a_job() -> bool:
+            job = client.new_job(p)
+            job.join(60)
+            return "m2" in {name.split("/", 1)[0] for name in job.metrics()}
+
+        # then the new m2 takes part (the old one's leaving and lost marks did not stick to it)
+        wait_until(used_by_a_job, "a job to run on the new m2 too", 60)
+    finally:
+        if replacement is not None:
+            replacement.terminate()
+            replacement.wait(30)
+        cluster.stop()

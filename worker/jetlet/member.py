@@ -122,6 +122,8 @@ class Member:
         self.transport: transport_mod.Transport | None = None
         self.membership: membership.Membership | None = None
         self._names: tuple[str, ...] = ()
+        self._incarnations: dict[str, str] = {}
+        """Each listed member's uuid: the same name with another uuid is a new member."""
         self._session: aiohttp.ClientSession | None = None
         self._leaving: asyncio.Task[None] | None = None
         self.exit_code = 0
@@ -185,10 +187,17 @@ class Member:
             _log.info("member %s is still in the cluster: it goes on", name)
             self.service.confirmed()
         names = tuple(self.membership.member_list.names)
-        if names != self._names:
+        incarnations = {m.name: m.uuid for m in self.membership.member_list.members}
+        # a member replaced under the same name (a StatefulSet's new pod) is a new member: the old one
+        # leaves the list first, so that nothing of the old one (lost, leaving) sticks to the new one
+        replaced = [n for n, u in incarnations.items() if self._incarnations.get(n, u) != u]
+        if names != self._names or replaced:
             self._names = names
             if self.service is not None:
+                if replaced:
+                    self.service.on_members_changed(tuple(n for n in names if n not in replaced))
                 self.service.on_members_changed(names)
+        self._incarnations = incarnations
         if self.service is not None:
             self.service.tick()
         self._connect_data_ports()
