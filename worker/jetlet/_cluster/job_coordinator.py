@@ -344,7 +344,8 @@ class JobCoordinator:
     def _log_members(self, what: str) -> None:
         """As Hazelcast logs its view: ``Members {size:3} [m1 (coordinator), m2, m3]``."""
         live = self._members.live()
-        shown = ", ".join(f"{m} (coordinator)" if m == self.member_name else m for m in live)
+        coordinator = self._members.coordinator()
+        shown = ", ".join(f"{m} (coordinator)" if m == coordinator else m for m in live)
         log.info("%s; Members {size:%d} [%s]", what, len(live), shown)
 
     def _can_grow(self, entry: JobEntry) -> bool:
