@@ -277,14 +277,8 @@ def test_a_cluster_and_an_exactly_once_job_survive_a_member_loss_and_are_steered
         30,
     )
     assert _events(kube, ns, "windowed").count("Submitted") == 1
-    # and: the StatefulSet replaced the pod, the cluster is Ready again
-    try:
-        _wait(kube, ns, op, "--for=jsonpath={.status.readyMembers}=3", "jc/jet", timeout=60)
-    except AssertionError:
-        # A cluster-side bug, seen in about half the runs: the replacement pod reuses the lost
-        # member's name (jet-1) at a new address; the members log "member jet-1 is reachable
-        # again" and "jet-1 joined" but keep a list of two, and no member reports Ready again.
-        pytest.xfail("the member that replaces a lost pod of the same name never joins (jetlet._cluster)")
+    # and: the StatefulSet replaced the pod (the same name, a new member), the cluster is Ready again
+    _wait(kube, ns, op, "--for=jsonpath={.status.readyMembers}=3", "jc/jet", timeout=60)
     # when: the JetJob is deleted, then the finalizer lets it go
     kube.kubectl("delete", "jj/windowed", "--timeout=60s", namespace=ns)
 
