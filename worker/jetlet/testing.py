@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -371,6 +372,24 @@ _FIRST_CHECK_S = 0.001
 _LAST_CHECK_S = 0.05
 
 
+MAX_LOAD_FACTOR = 4.0
+"""The most a deadline of :func:`wait_until` is stretched on a busy machine."""
+
+
+def load_factor() -> float:
+    """How much longer waits should be allowed on this machine now: the one-minute load average per
+    core, at least 1 and at most :data:`MAX_LOAD_FACTOR` (1 where the load is not known).
+
+    >>> 1.0 <= load_factor() <= MAX_LOAD_FACTOR
+    True
+    """
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return min(MAX_LOAD_FACTOR, max(1.0, load / (os.cpu_count() or 1)))
+
+
 def wait_until(
     condition: Callable[[], object],
     what: str,
@@ -378,6 +397,11 @@ def wait_until(
     changed: threading.Condition | None = None,
 ) -> None:
     """Return once ``condition()`` holds; ``AssertionError`` naming ``what`` after ``timeout`` seconds.
+
+    The deadline scales with the machine's load (:func:`load_factor`): on a
+    machine with more runnable work than cores the same wait is allowed
+    proportionally longer (up to :data:`MAX_LOAD_FACTOR` times), so a test
+    that waits on a condition does not fail only because the machine is busy.
 
     With ``changed`` (a condition variable notified whenever the state that
     ``condition`` reads changes) it waits on that notification. State with no
@@ -388,6 +412,7 @@ def wait_until(
     >>> threading.Timer(0.01, ready.set).start()
     >>> wait_until(ready.is_set, "the timer fired")
     """
+    timeout *= load_factor()
     deadline = time.monotonic() + timeout
     if changed is not None:
         with changed:
