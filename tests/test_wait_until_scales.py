@@ -25,7 +25,7 @@ def test_an_idle_machine_keeps_the_nominal_deadline_and_the_factor_is_bounded(
 ) -> None:
     monkeypatch.setattr(testing.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     assert testing.load_factor() == 1.0
-    with pytest.raises(AssertionError, match="timed out after 0.05 s"):
+    with pytest.raises(AssertionError, match=r"timed out after 0\.05 s"):
         testing.wait_until(lambda: False, "never", timeout=0.05)
     monkeypatch.setattr(testing.os, "getloadavg", lambda: (100.0, 100.0, 100.0))
     assert testing.load_factor() == testing.MAX_LOAD_FACTOR
