@@ -30,8 +30,11 @@ Run: ``python bench/graceful_leave_bench.py [--repeats N] [--keys K]``, or
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import signal
 import statistics
+import sysconfig
 from collections.abc import Sequence
 
 import _common
@@ -56,6 +59,7 @@ def main(argv: Sequence[str] = ()) -> str:
     args = parser.parse_args(list(argv))
     if args.keys % 6:
         parser.error("--keys must be a multiple of 6")
+    load_before = os.getloadavg()
     kinds = (signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP)
     results: dict[signal.Signals, list[ft._Recovery]] = {how: [] for how in kinds}
     for run in range(args.repeats):
@@ -93,13 +97,17 @@ def main(argv: Sequence[str] = ()) -> str:
             f"SIGTERM median {term:.2f} s against SIGKILL {kill:.2f} s ({kill / term:.1f}x): {met}; "
             f"against a lost machine (SIGSTOP) {stop:.2f} s ({stop / term:.1f}x)"
         )
+    load_after = os.getloadavg()
+    optimized = "--enable-optimizations" in str(sysconfig.get_config_var("CONFIG_ARGS"))
+    interpreter = f"CPython {platform.python_version()} ({'PGO' if optimized else 'no PGO'} build)"
     notes = [r.evidence for rs in results.values() for r in rs if r.first_output_s is None and r.evidence]
     return (
         "## Graceful leave against a crash (member processes on loopback)\n\n"
         f"3 members, {args.keys:,} keys of state, EXACTLY_ONCE, snapshots every "
         f"{ft.SNAPSHOT_INTERVAL_MS / 1000:g} s; m3 gets the signal right after a complete snapshot. "
         f"Seconds from the signal to the first new output at a sink; {args.repeats} rounds of the "
-        "three signals, interleaved. Member flags: `"
+        f"three signals, interleaved, on {interpreter}; one-minute load average {load_before[0]:.1f} "
+        f"before and {load_after[0]:.1f} after. Member flags: `"
         + " ".join(ft.MEMBER_ARGS)
         + "`.\n\n"
         + _common.markdown_table(["signal", "best", "median", "worst", "recovered", "violations"], rows)

@@ -5,13 +5,14 @@ pods with their service-account token, with no DNS and no ClusterIP; /ready is t
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 import pytest
 from kubeharness import JETLET_IMAGE, KubeCluster
+
+from jetlet.testing import wait_until
 
 pytestmark = pytest.mark.kube
 
@@ -133,10 +134,11 @@ def test_without_the_role_binding_a_member_is_not_ready_and_says_why_until_it_is
         what="jet-0 to get an address",
     )
     ip = pod["status"]["podIP"]
-    deadline = time.monotonic() + 60
-    while _ready(ip)[1].get("missing", {}).get("membership") != "discovery fails: HTTP 403 Forbidden":
-        assert time.monotonic() < deadline, f"/ready never named the 403: {_ready(ip)}"
-        time.sleep(0.2)
+    wait_until(
+        lambda: _ready(ip)[1].get("missing", {}).get("membership") == "discovery fails: HTTP 403 Forbidden",
+        "/ready to name the 403",
+        60,
+    )
     assert _ready(ip)[0] == 503
 
     kube.apply(binding, namespace=kube_namespace)
