@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -41,6 +42,30 @@ def test_the_real_resolver_resolves_localhost_and_tolerates_unknown_names() -> N
 def test_a_malformed_dns_entry_is_refused_naming_it(entry: str) -> None:
     with pytest.raises(ValueError, match="must look like dns:NAME:PORT"):
         discovery.discover([entry])
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "127.0.0.1",
+        "127.0.0.1:",
+        ":8701",
+        "host:port",
+        "host:0",
+        "host:70000",
+        "http://h:1",
+        "::1:80",
+        "a b:1",
+    ],
+)
+def test_a_malformed_address_entry_is_refused_naming_it(entry: str) -> None:
+    with pytest.raises(ValueError, match=f"members: {re.escape(repr(entry))} must look like HOST:PORT"):
+        discovery.Discovery([entry])
+
+
+@pytest.mark.parametrize("entry", ["127.0.0.1:8701", "[::1]:8701", "jet-0.jet.default.svc:8701", "h:65535"])
+def test_a_well_formed_address_entry_is_accepted(entry: str) -> None:
+    assert discovery.discover([entry]) == (entry,)
 
 
 def test_dns_discovery_looks_again_every_interval_and_never_has_a_problem() -> None:

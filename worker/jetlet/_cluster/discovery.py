@@ -43,13 +43,31 @@ def resolve_host(name: str, port: int) -> list[str]:
 
 
 def parse_entry(entry: str) -> tuple[str, int] | None:
-    """``(name, port)`` of a ``dns:NAME:PORT`` entry, None for a plain address; ValueError if malformed."""
+    """``(name, port)`` of a ``dns:NAME:PORT`` entry, None for a plain address; ValueError if malformed.
+
+    >>> parse_entry("[::1]:8701") is None
+    True
+    >>> parse_entry("127.0.0.1")
+    Traceback (most recent call last):
+    ValueError: members: '127.0.0.1' must look like HOST:PORT (a member's REST address) or dns:NAME:PORT
+    """
     if not entry.startswith("dns:"):
+        _check_address(entry)
         return None
     name, _, port = entry.removeprefix("dns:").rpartition(":")
     if not name or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"members: {entry!r} must look like dns:NAME:PORT (a Service name and a REST port)")
     return name, int(port)
+
+
+def _check_address(entry: str) -> None:
+    host, _, port = entry.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]") and ":" in host
+    plain = bool(host) and not any(c in host for c in ":/[]@ ") and host.isprintable()
+    if not (bracketed or plain) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f"members: {entry!r} must look like HOST:PORT (a member's REST address) or dns:NAME:PORT"
+        )
 
 
 def discover(entries: Sequence[str], resolve: Resolve = resolve_host) -> tuple[str, ...]:
