@@ -5,13 +5,22 @@ See docs/testing-on-kubernetes.md. The pytest fixtures are in tests/kube/conftes
 """
 
 from .client import ApiError, AsyncKubeApi, KubeApi
-from .cluster import JETLET_IMAGE, PYTHON_IMAGE, KubeCluster, default_images, is_ready, venv_bin
+from .cluster import (
+    JETLET_IMAGE,
+    OPERATOR_IMAGE,
+    PYTHON_IMAGE,
+    KubeCluster,
+    default_images,
+    is_ready,
+    venv_bin,
+)
 from .controlplane import KUBE_VERSION, ControlPlane, User, default_bin_dir, ensure_binaries
 from .kubelet import Image, ProcessKubelet
 
 __all__ = [
     "JETLET_IMAGE",
     "KUBE_VERSION",
+    "OPERATOR_IMAGE",
     "PYTHON_IMAGE",
     "ApiError",
     "AsyncKubeApi",

@@ -19,6 +19,7 @@ from .kubelet import Image, ProcessKubelet
 REPO = Path(__file__).resolve().parents[3]
 JETLET_IMAGE = "jetlet:dev"
 PYTHON_IMAGE = "python:3.11-slim"
+OPERATOR_IMAGE = "jetlet-operator:dev"
 
 
 def venv_bin() -> str:
@@ -28,11 +29,13 @@ def venv_bin() -> str:
 
 
 def default_images() -> dict[str, Image]:
-    """``jetlet:dev`` runs the project's ``jetlet`` CLI, ``python:3.11-slim`` its Python; both unbuffered."""
+    """``jetlet:dev`` runs the project's ``jetlet`` CLI, ``python:3.11-slim`` its Python,
+    ``jetlet-operator:dev`` (the Helm chart's default image) ``python -m jetlet_operator``; all unbuffered."""
     env = {"PYTHONUNBUFFERED": "1"}
     return {
         JETLET_IMAGE: Image(entrypoint=["jetlet"], path=[venv_bin()], env=env),
         PYTHON_IMAGE: Image(entrypoint=["python3"], path=[venv_bin()], env=env),
+        OPERATOR_IMAGE: Image(entrypoint=["python", "-m", "jetlet_operator"], path=[venv_bin()], env=env),
     }
 
 

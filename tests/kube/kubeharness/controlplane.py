@@ -3,7 +3,7 @@
 The API server serves TLS with a certificate from a throwaway CA (trustme), authenticates static
 bearer tokens (one per :class:`User`), authorises with RBAC, and signs service-account tokens with
 a throwaway RSA key, so the TokenRequest API works. The controller manager runs only the
-controllers a StatefulSet-based workload needs (see ``CONTROLLERS``).
+controllers that StatefulSet and Deployment workloads need (see ``CONTROLLERS``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ TOOLS_DIR = Path(__file__).resolve().parent.parent / "tools"
 # kube-root-ca.crt ConfigMap that every pod's service-account volume projects. Not nodelifecycle:
 # it would evict the pods of a Node without kubelet heartbeats.
 CONTROLLERS = (
+    "deployment",
+    "replicaset",
     "statefulset",
     "garbagecollector",
     "namespace",
