@@ -18,6 +18,10 @@ from jetlet import word_count
 DEFAULT_REPEATS = 3
 
 
+class BenchSkipped(Exception):
+    """A benchmark cannot run on this machine (the message says why); ``run_all`` keeps its old section."""
+
+
 def parse_repeats(argv: Sequence[str], description: str) -> int:
     """The ``--repeats`` flag (how many times each measurement runs; the best counts)."""
     parser = argparse.ArgumentParser(description=description)

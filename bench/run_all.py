@@ -13,7 +13,8 @@ command its numbers were made. A run replaces the sections of the scripts it
 ran and keeps every other one (also those other tools write, such as the
 NEXMark harness's), so one benchmark can be measured again alone. A
 benchmark that fails is recorded with its error and the run goes on; the
-exit status is then 1.
+exit status is then 1. A benchmark that cannot run on this machine raises
+``_common.BenchSkipped``: the reason is printed and its old section kept.
 Run: ``python bench/run_all.py [--repeats N] [--only NAME,...] [--output PATH]``.
 """
 
@@ -35,6 +36,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+import _common  # noqa: E402  (the benchmarks' shared module, beside this script)
 
 
 def _bench_scripts() -> list[Path]:
@@ -136,11 +140,13 @@ def main(argv: Sequence[str] = ()) -> int:
     command = " ".join(["python", "bench/run_all.py", *argv])
     fresh: dict[str, str] = {}
     failed = False
-    sys.path.insert(0, str(BENCH_DIR))
     for script in scripts:
         print(f"running {script.name} ...", file=sys.stderr, flush=True)
         try:
             section = _run_script(script, forwarded)
+        except _common.BenchSkipped as skipped:
+            print(f"{script.name} skipped (its section is kept as it was): {skipped}", flush=True)
+            continue
         except Exception:
             failed = True
             section = f"## {script.name}: FAILED\n\n```\n{traceback.format_exc().rstrip()}\n```\n"
