@@ -134,6 +134,8 @@ TARGET_RECOVERY_S = 5.0
 TARGET_KEYS = 1_000_000
 TARGET_SNAPSHOT_COST = 0.20
 _POLL_S = 0.005
+PROGRESS_EVERY_S = 0.005
+"""How often at most a sink of the recovery job notes the highest sequence number it has seen."""
 OUT_DIR = pathlib.Path(__file__).resolve().parent / "out"
 _SNAPSHOT_FAILED = re.compile(r"snapshot \d+ failed")
 _LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -163,13 +165,19 @@ def _counting_job(keys: int, out_dir: str, rate: float, count: int | None) -> Pi
     def sink_create(context: Any) -> dict[str, Any]:
         tag = f"{context.execution_id}-{context.member_index}"
         _write_json(f"{out_dir}/start-{tag}.json", {"time": time.time()})
-        return {"tag": tag, "first": False, "violations": 0, "examples": []}
+        return {"tag": tag, "first": False, "violations": 0, "examples": [], "top": -1, "noted": 0.0}
 
     def sink_receive(state: dict[str, Any], item: tuple[str, int, int]) -> None:
         now = time.time()
         if not state["first"]:
             state["first"] = True
             _write_json(f"{out_dir}/first-{state['tag']}.json", {"time": now, "item": list(item)})
+        if item[1] > state["top"]:
+            state["top"] = item[1]
+            if now - state["noted"] >= PROGRESS_EVERY_S:  # the highest sequence seen, now and then
+                state["noted"] = now
+                with open(f"{out_dir}/{state['tag']}.progress", "a", encoding="utf-8") as f:
+                    f.write(f"{now} {item[1]}\n")
         if item[0] == "violation":
             state["violations"] += 1
             if len(state["examples"]) < 5:
@@ -414,9 +422,43 @@ class _Recovery:
     """What the job and the coordinator's log said when there was no recovery."""
     snapshot_failures: list[str] = dataclasses.field(default_factory=list)
     """The coordinator's log lines about snapshots that failed after the recovery."""
+    stall_s: float | None = None
+    """The longest time without a result for an item newer than any seen before (see :func:`_stall`)."""
 
 
-def _recover_once(keys: int, how: signal.Signals, timeout: float) -> _Recovery:
+def _stall(out_dir: pathlib.Path, signalled: float) -> float | None:
+    """The longest time the job made no progress around ``signalled``, from the sinks' notes.
+
+    Progress is a result for an item newer than every item any sink saw before it. The
+    stall is the longest gap between two such results, from the last one before the signal
+    to the first one by an execution that started after it: items replayed from a snapshot
+    (after a crash) are not progress, results of the old execution while it takes a
+    terminal snapshot (a graceful leave) are. None when there is no such later result.
+    """
+    notes: list[tuple[float, int, bool]] = []
+    started = _read_report(out_dir).starts
+    for path in out_dir.glob("*.progress"):
+        execution = int(path.stem.split("-")[0])
+        fresh = started.get(execution, 0.0) > signalled
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                noted, seen = line.split()
+                notes.append((float(noted), int(seen), fresh))
+    notes.sort()
+    top, last, longest = -1, None, 0.0
+    for stamp, seq, fresh in notes:
+        if seq <= top:
+            continue
+        top = seq
+        if last is not None and stamp > signalled:
+            longest = max(longest, stamp - last)
+        if stamp > signalled and fresh:
+            return longest
+        last = stamp
+    return None
+
+
+def _recover_once(keys: int, how: signal.Signals, timeout: float, delay_s: float = 0.0) -> _Recovery:
     with (
         tempfile.TemporaryDirectory(prefix="jetlet-ft-bench-") as tmp,
         local_cluster(3, MEMBER_ARGS) as client,
@@ -431,6 +473,7 @@ def _recover_once(keys: int, how: signal.Signals, timeout: float) -> _Recovery:
         try:
             deadline = time.time() + SIZE_BUDGET_S
             snap = _fill_and_snapshot(client, job, keys, deadline).snapshots[0]
+            time.sleep(delay_s)  # a moment of the snapshot interval that the caller chose
             before = _read_report(out_dir)
             killed = time.time()
             os.kill(victim, how)
@@ -455,7 +498,11 @@ def _recover_once(keys: int, how: signal.Signals, timeout: float) -> _Recovery:
             next_snapshot = None
             evidence = ""
             failures: list[str] = []
+            stall = None
             if first is not None:
+                wait_until_progress = time.time() + timeout
+                while (stall := _stall(out_dir, killed)) is None and time.time() < wait_until_progress:
+                    time.sleep(_POLL_S)
                 next_snapshot = _next_snapshot(job, snap["id"], killed + timeout) - killed
                 report = _read_report(out_dir)
                 failures = _failed_snapshots(_member_log(client.pids[0]), killed)
@@ -478,6 +525,7 @@ def _recover_once(keys: int, how: signal.Signals, timeout: float) -> _Recovery:
         examples=report.examples,
         evidence=evidence,
         snapshot_failures=failures,
+        stall_s=stall,
     )
 
 
