@@ -27,13 +27,23 @@ from jetlet.testing import wait_until
 START_S = 60.0
 
 
-def run_member(*arguments: str) -> subprocess.CompletedProcess[str]:
+TOKEN = "member-command-token-0123"
+SECRET = "member-command-secret-0123"
+
+
+def secrets_env(token: str = TOKEN, secret: str = SECRET) -> dict[str, str]:
+    """This environment with the member's token and secret (as advised: not on the command line)."""
+    return {**os.environ, "JETLET_TOKEN": token, "JETLET_SECRET": secret}
+
+
+def run_member(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "jetlet.cli", "member", *arguments],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        env=secrets_env() if env is None else env,
     )
 
 
@@ -60,17 +70,48 @@ def test_help_describes_every_flag_with_its_default() -> None:
 
 
 def test_a_missing_secret_names_its_flag() -> None:
-    done = run_member("--token", "t")
+    done = run_member(env={**os.environ, "JETLET_TOKEN": TOKEN})
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "jetlet member: a cluster secret (--secret-file or JETLET_SECRET) is required"
     )
 
 
+@pytest.mark.parametrize("flag", ["--token", "--secret"])
+def test_a_short_token_or_secret_is_refused_naming_where_it_came_from(flag: str, tmp_path: Path) -> None:
+    # given a one-character value on the command line, then in a file
+    done = run_member(flag, "t")
+    name = flag.removeprefix("--")
+    assert done.returncode == 2
+    assert f"jetlet member: setting '{name}' (from {flag} or JETLET_{name.upper()}) must be at least 16" in (
+        done.stderr
+    )
+    short = tmp_path / name
+    short.write_text("fifteen-chars!!\n")
+    done = run_member(f"{flag}-file", str(short), env={**os.environ, "JETLET_TOKEN": "", "JETLET_SECRET": ""})
+    assert done.returncode == 2
+    assert f"setting '{name}' (from '{name}_file' {short}) must be at least 16 characters, got 15" in (
+        done.stderr
+    )
+
+
+@pytest.mark.parametrize("flag", ["--token", "--secret"])
+def test_a_secret_on_the_command_line_is_warned_about_naming_the_safe_ways(flag: str) -> None:
+    # a strong value: the member goes on to the next check (an unknown log level) after the warning
+    done = run_member(flag, "x" * 20, "--log-level", "loud")
+    name = flag.removeprefix("--")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        f"jetlet member: warning: {flag} on the command line is visible to every user of this machine "
+        f"(ps); use {flag}-file or JETLET_{name.upper()} instead"
+    )
+    assert "warning" not in run_member("--log-level", "loud").stderr
+
+
 @pytest.mark.parametrize("flag", ["--rest-port", "--data-port"])
 def test_a_port_in_use_is_one_line_naming_the_flag(flag: str, listening: int) -> None:
     other = "--data-port" if flag == "--rest-port" else "--rest-port"
-    done = run_member("--token", "t", "--secret", "s", flag, str(listening), other, "0")
+    done = run_member(flag, str(listening), other, "0")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
@@ -78,7 +119,7 @@ def test_a_port_in_use_is_one_line_naming_the_flag(flag: str, listening: int) ->
 
 
 def test_an_unknown_log_level_is_one_line_with_the_choices() -> None:
-    done = run_member("--token", "t", "--secret", "s", "--log-level", "loud")
+    done = run_member("--log-level", "loud")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "jetlet member: --log-level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL (any case), "
@@ -93,11 +134,12 @@ def test_a_lower_case_log_level_is_accepted_and_ctrl_c_stops_the_member_cleanly(
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
-                *(sys.executable, "-m", "jetlet.cli", "member", "--token", "t", "--secret", "s"),
+                *(sys.executable, "-m", "jetlet.cli", "member"),
                 *("--rest-port", "0", "--data-port", "0", "--log-level", "debug", "--ready-file", str(ready)),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=secrets_env(),
         )
     try:
         wait_until(lambda: ready.exists() or process.poll() is not None, "the member is ready", START_S)
@@ -153,7 +195,7 @@ def test_a_member_whose_seed_never_answers_says_so_with_backoff_and_gives_up_aft
     # given a seed address where nothing listens, and a join timeout of 8 s
     seed = f"127.0.0.1:{_unused_port()}"
     done = run_member(
-        *("--token", "t", "--secret", "s", "--rest-port", "0", "--data-port", "0"),
+        *("--rest-port", "0", "--data-port", "0"),
         *("--members", seed, "--join-timeout-millis", "8000"),
     )
     # then it warned once (after 5 s; the next report was due after 10 s more), naming the seed and why
@@ -173,19 +215,21 @@ def test_a_member_whose_seed_refuses_its_token_names_the_refusal(tmp_path: Path)
     with (tmp_path / "seed.log").open("wb") as log:
         seed = subprocess.Popen(
             [
-                *(sys.executable, "-m", "jetlet", "member", "--token", "right", "--secret", "s"),
+                *(sys.executable, "-m", "jetlet", "member"),
                 *("--rest-port", "0", "--data-port", "0", "--ready-file", str(ready)),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=secrets_env(token="the-right-token-0123"),
         )
     try:
         wait_until(lambda: ready.exists() or seed.poll() is not None, "the seed is ready", START_S)
         address = json.loads(ready.read_text())["rest_address"]
         # when a member with another token names it as its seed
         done = run_member(
-            *("--token", "wrong", "--secret", "s", "--rest-port", "0", "--data-port", "0"),
+            *("--rest-port", "0", "--data-port", "0"),
             *("--members", address, "--join-timeout-millis", "6000"),
+            env=secrets_env(token="the-wrong-token-0123"),
         )
         # then it says the seed refused its token, and gives up
         assert done.returncode == 4, done.stderr

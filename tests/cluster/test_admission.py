@@ -43,7 +43,7 @@ def test_a_member_with_the_wrong_secret_is_not_admitted_and_exits_disturbing_not
     client = Client(a.rest_address, processes.token)
     wait_until(lambda: _names(client) == {"a", "b"}, "a and b formed a cluster", DEADLINE_S)
     # when a member with the right token and another secret asks to join through b
-    w = processes.start("w", "another-secret", "--members", b.rest_address)
+    w = processes.start("w", "another-cluster-secret", "--members", b.rest_address)
     seen: set[str] = set()
 
     def exited_while_the_cluster_works() -> bool:

@@ -53,9 +53,10 @@ def test_given_an_error_in_the_body_when_leaving_then_every_member_is_stopped() 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--token", "t"], "cluster secret"),
-        (["--secret", "s"], "REST token"),
-        (["--token", "t", "--secret", "s", "--queue-size", "many"], "'queue_size' from flags"),
+        (["--token", "t" * 16], "cluster secret"),
+        (["--secret", "s" * 16], "REST token"),
+        (["--token", "t" * 16, "--secret", "s" * 16, "--queue-size", "many"], "'queue_size' from flags"),
+        (["--token", "t"], "'token' (from --token or JETLET_TOKEN) must be at least 16 characters"),
     ],
 )
 def test_given_incomplete_settings_when_a_member_starts_then_it_exits_2_naming_the_problem(

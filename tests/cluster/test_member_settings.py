@@ -74,15 +74,31 @@ def test_given_a_flag_of_the_wrong_type_when_loaded_then_refused() -> None:
 
 
 def test_given_secret_and_token_files_then_they_are_read_and_hidden(tmp_path: pathlib.Path) -> None:
-    (tmp_path / "secret").write_text("s3cret\n")
-    (tmp_path / "token").write_text("t0ken\n")
+    (tmp_path / "secret").write_text("s3cret-of-16-chars\n")
+    (tmp_path / "token").write_text("t0ken-of-16-chars\n")
     loaded = settings.load(
         {"secret_file": str(tmp_path / "secret"), "token_file": str(tmp_path / "token")}, environ={}
     )
-    assert loaded.read_secret() == b"s3cret"
-    assert loaded.read_token() == "t0ken"
-    from_env = settings.load({}, environ={"JETLET_TOKEN": "abc"})
-    assert from_env.read_token() == "abc" and "abc" not in repr(from_env)
+    assert loaded.read_secret() == b"s3cret-of-16-chars"
+    assert loaded.read_token() == "t0ken-of-16-chars"
+    from_env = settings.load({}, environ={"JETLET_TOKEN": "abcdefghijklmnop"})
+    assert from_env.read_token() == "abcdefghijklmnop" and "abcdefghijklmnop" not in repr(from_env)
+
+
+@pytest.mark.parametrize("short", ["t", "fifteen-chars!!"])
+def test_given_a_short_token_or_secret_when_read_then_refused_naming_its_source(
+    tmp_path: pathlib.Path, short: str
+) -> None:
+    with pytest.raises(
+        settings.SettingsError, match=r"'token' .from --token or JETLET_TOKEN. must be at least 16"
+    ):
+        settings.load({}, environ={"JETLET_TOKEN": short}).read_token()
+    (tmp_path / "secret").write_text(short + "\n")
+    loaded = settings.load({"secret_file": str(tmp_path / "secret")}, environ={})
+    with pytest.raises(
+        settings.SettingsError, match=f"'secret_file' {tmp_path / 'secret'}. must be at least 16"
+    ):
+        loaded.read_secret()
 
 
 def test_given_a_missing_secret_file_when_read_then_the_setting_is_named(tmp_path: pathlib.Path) -> None:

@@ -377,7 +377,13 @@ class Member:
             config.snapshot_directory,
         )
         app = rest.create_app(
-            self.service, self.describe, self.token, config.max_request_bytes, self.on_membership, self.ready
+            self.service,
+            self.describe,
+            self.token,
+            config.max_request_bytes,
+            self.on_membership,
+            self.ready,
+            config.console_anonymous,
         )
         runner, (_, rest_port) = await rest.start_site(app, host, config.rest_port, self._server_ssl)
         name = name or f"{advertised}:{data_port}"
@@ -498,6 +504,13 @@ async def _serve(member: Member) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a member until SIGTERM/SIGINT; 0 on a clean stop, 2 on bad settings, 3 if a cluster refused it."""
     args = vars(build_parser().parse_args(argv))
+    for name in ("token", "secret"):
+        if args.get(name) is not None:  # as docker login's --password: allowed, with a warning
+            print(
+                f"jetlet member: warning: --{name} on the command line is visible to every user of this "
+                f"machine (ps); use --{name}-file or JETLET_{name.upper()} instead",
+                file=sys.stderr,
+            )
     try:
         config = settings.load(args, os.environ)
         token, secret = config.read_token(), config.read_secret()

@@ -25,7 +25,8 @@ variable, and any value of the wrong type or out of range, raise
 starts. ``JETLET_CLIENT_*`` variables belong to the client (the CLI's
 ``JETLET_CLIENT_ADDRESSES``, ``JETLET_CLIENT_TOKEN``, ``JETLET_CLIENT_CA_FILE``)
 and are ignored here. Secrets come from a file (``secret_file``, ``token_file``) or from
-``JETLET_SECRET`` / ``JETLET_TOKEN``; they are never shown in ``repr``.
+``JETLET_SECRET`` / ``JETLET_TOKEN``; they are never shown in ``repr``, and one shorter
+than :data:`MIN_SECRET_CHARS` is refused when read, naming where it came from.
 
 >>> s = load({"name": "m1"}, environ={"JETLET_BACKUP_COUNT": "2"})
 >>> (s.name, s.backup_count, s.queue_size)
@@ -56,6 +57,8 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where Kubernetes mounts a pod's service-account token, CA certificate and namespace."""
 DISCOVERY_KINDS = ("dns", "kubernetes")
 """The values of the ``discovery`` setting."""
+CONSOLE_ANONYMOUS_CHOICES = ("none", "read-only")
+"""The values of the ``console_anonymous`` setting."""
 _INSTANCE = config.InstanceConfig()
 _EDGE = config.EdgeConfig()
 INSTANCE_SETTINGS = tuple(
@@ -100,13 +103,16 @@ class MemberSettings:
     kubernetes_port_name: str = "rest"
     """Name of the container port that serves REST in the member pods."""
     secret_file: str = ""
-    """File holding the cluster secret that peers prove on the data port's handshake."""
+    """File holding the cluster secret (at least 16 characters) that peers prove on the data port's
+    handshake."""
     token_file: str = ""
-    """File holding the bearer token the REST API requires."""
+    """File holding the bearer token (at least 16 characters) the REST API requires."""
     secret: str = dataclasses.field(default="", repr=False)
-    """The cluster secret itself (prefer ``secret_file``)."""
+    """The cluster secret itself, at least 16 characters (prefer ``secret_file`` or ``JETLET_SECRET``:
+    a command line is visible to every user of the machine)."""
     token: str = dataclasses.field(default="", repr=False)
-    """The REST bearer token itself (prefer ``token_file``)."""
+    """The REST bearer token itself, at least 16 characters (prefer ``token_file`` or ``JETLET_TOKEN``:
+    a command line is visible to every user of the machine)."""
     ready_file: str = ""
     """Where the member writes its bound addresses as JSON once it serves."""
     tls_cert_file: str = ""
@@ -138,6 +144,9 @@ class MemberSettings:
     running as a cluster of one; 0: it never gives up (it says, with backoff, that no seed answers)."""
     max_request_bytes: int = 64 * 1024 * 1024
     """Largest REST request body accepted."""
+    console_anonymous: str = "none"
+    """What the web console (``/console/`` on the REST port) shows without a login: ``none`` (only the
+    login form) or ``read-only`` (the cluster, the jobs and their metrics, without actions)."""
     log_level: str = "INFO"
     """DEBUG, INFO, WARNING, ERROR or CRITICAL, in any case."""
 
@@ -159,6 +168,10 @@ class MemberSettings:
         if self.tls_cert_file and not self.tls_ca_file:
             raise SettingsError(
                 "setting 'tls_ca_file' is needed with TLS: members check each other against it"
+            )
+        if self.console_anonymous not in CONSOLE_ANONYMOUS_CHOICES:
+            raise SettingsError(
+                f"setting 'console_anonymous' must be 'none' or 'read-only', got {self.console_anonymous!r}"
             )
         if self.discovery not in DISCOVERY_KINDS:
             raise SettingsError(f"setting 'discovery' must be 'dns' or 'kubernetes', got {self.discovery!r}")
@@ -209,15 +222,29 @@ NAMES = frozenset(_KINDS)
 """Every setting name (the keys accepted by flags, environment and file)."""
 
 
+MIN_SECRET_CHARS = 16
+"""The fewest characters a cluster secret or REST token may have (a generated one has 43)."""
+
+
 def _read_text(what: str, inline: str, path: str) -> str:
     if inline:
-        return inline
+        return _strong(what, inline, f"--{what} or JETLET_{what.upper()}")
     if not path:
         return ""
     try:
-        return pathlib.Path(path).read_text().strip()
+        text = pathlib.Path(path).read_text().strip()
     except OSError as exc:
         raise SettingsError(f"setting '{what}_file': cannot read {path!r}: {exc.strerror}") from exc
+    return _strong(what, text, f"'{what}_file' {path}") if text else ""
+
+
+def _strong(what: str, value: str, source: str) -> str:
+    if len(value) < MIN_SECRET_CHARS:
+        raise SettingsError(
+            f"setting {what!r} (from {source}) must be at least {MIN_SECRET_CHARS} characters, got "
+            f"{len(value)}: generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    return value
 
 
 def _check_type(name: str, value: object, source: str) -> None:
