@@ -9,7 +9,13 @@ a script can rely on:
 * 2: bad usage or bad input (bad flags, an unknown job, a file that builds
   no pipeline, a token the cluster refuses);
 * 3: the cluster cannot be reached (or ``-a`` names no REST API);
-* 130: interrupted (Ctrl-C); ``submit --wait`` then says the job still runs.
+* 130: interrupted (Ctrl-C); ``submit --wait`` then asks, on a terminal,
+  whether to cancel the job or detach from it (detach: it runs on, and the
+  command says how to cancel it); elsewhere it detaches.
+
+``submit --wait`` shows the job's progress on stderr (:mod:`jetlet.progress`):
+a line redrawn in place when stderr is a terminal, a plain line every
+:data:`PLAIN_PROGRESS_S` seconds otherwise.
 
 Messages go to stderr, results (tables, job ids, statuses) to stdout.
 
@@ -44,6 +50,7 @@ import json
 import os
 import pathlib
 import runpy
+import shutil
 import signal
 import sys
 import tempfile
@@ -63,6 +70,10 @@ from jetlet.local_cluster import LocalCluster
 OK, FAILED, USAGE, UNREACHABLE = 0, 1, 2, 3
 INTERRUPTED = 130
 """The exit status after Ctrl-C (128 + SIGINT), as shells report it."""
+PROGRESS_POLL_S = 1.0
+"""How often ``submit --wait`` polls the job's status and metrics to redraw its progress on a terminal."""
+PLAIN_PROGRESS_S = 5.0
+"""How often it writes a plain progress line when stderr is not a terminal (a pipe, a file, a CI log)."""
 ACTIVE = {"NOT_RUNNING", "STARTING", "RUNNING", "SUSPENDED", "SUSPENDED_EXPORTING_SNAPSHOT", "COMPLETING"}
 BUILDER_FUNCTIONS = ("build_pipeline", "build_dag", "pipeline")
 """Functions ``jetlet submit`` calls, first found first (``build_pipeline`` is the convention)."""
@@ -597,17 +608,27 @@ def run_submit(args: argparse.Namespace) -> int:
     print(f"submitted job {submitted.name} (id {job.id_to_string(submitted.id)})", flush=True)
     if not args.wait:
         return OK
+    return _wait(submitted)
+
+
+def _wait(submitted: client_mod.RemoteJob) -> int:
+    """``submit --wait``: the job's progress on stderr until it ends; Ctrl-C asks: cancel or detach?"""
+    from jetlet import progress
+
+    tty = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+    width = shutil.get_terminal_size().columns
+    screen = progress.Screen(sys.stderr, submitted.name, tty, width)
     try:
-        submitted.join()
+        try:
+            progress.follow(submitted, screen, PROGRESS_POLL_S if tty else PLAIN_PROGRESS_S)
+        finally:
+            screen.close()
     except KeyboardInterrupt:
-        job_id = job.id_to_string(submitted.id)
-        print(
-            f"jetlet: stopped waiting; job {submitted.name} (id {job_id}) is still running on the cluster. "
-            f"Cancel it with: jetlet cancel {job_id}",
-            file=sys.stderr,
-        )
-        return INTERRUPTED
-    except (errors.JobFailedError, errors.JobCancelledError) as exc:
+        return _interrupted(submitted)
+    except errors.JobCancelledError:
+        print(f"jetlet: job {submitted.name} was cancelled", file=sys.stderr)
+        return FAILED
+    except errors.JobFailedError as exc:
         print(f"jetlet: job {submitted.name} failed: {exc}", file=sys.stderr)
         return FAILED
     except client_mod.RequestRefusedError as exc:
@@ -616,6 +637,34 @@ def run_submit(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot reach the cluster: {exc}", UNREACHABLE) from exc
     print(f"job {submitted.name} completed")
     return OK
+
+
+def _interrupted(submitted: client_mod.RemoteJob) -> int:
+    """Ctrl-C while waiting: on a terminal, ask whether to cancel the job; else (or unanswered) detach."""
+    job_id = job.id_to_string(submitted.id)
+    answer = ""
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        print(
+            f"jetlet: cancel job {submitted.name}, or detach and leave it running? [c]ancel/[D]etach: ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            answer = sys.stdin.readline().strip().lower()
+        except KeyboardInterrupt:  # a second Ctrl-C: detach
+            print(file=sys.stderr)
+    if answer in ("c", "cancel"):
+        with _cluster_errors():
+            submitted.cancel()
+        print(f"jetlet: job {submitted.name} (id {job_id}) cancelled", file=sys.stderr)
+        return INTERRUPTED
+    print(
+        f"jetlet: stopped waiting; job {submitted.name} (id {job_id}) is still running on the cluster. "
+        f"Cancel it with: jetlet cancel {job_id}",
+        file=sys.stderr,
+    )
+    return INTERRUPTED
 
 
 def _jsonable(value: Any) -> Any:

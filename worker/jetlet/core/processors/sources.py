@@ -47,7 +47,7 @@ import functools
 import itertools
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from typing import Any
 
 from jetlet.core import inbox as inbox_mod
@@ -58,6 +58,8 @@ PROMPT_S = 0.001
 """A generator source emits what ``generate`` yielded within this time, even if that is less than a batch."""
 
 SNAPSHOT_TAG = "__jetlet_source_position__"
+TOTAL_METRIC = "sourceTotalCount"
+"""A source processor's metric: how many items it emits in all, when its reader knows (progress bars)."""
 """The tag of the :class:`~jetlet.core.snapshot_keys.ProcessorKey` a source saves its position under."""
 
 _END = object()
@@ -181,6 +183,14 @@ class SourceReader(abc.ABC):
     def restore(self, positions: list[Any]) -> None:
         """Resume from the positions that every processor of the vertex saved in a snapshot."""
 
+    def total(self) -> int | None:
+        """How many items this reader returns in all, if that is known cheaply (None: unknown).
+
+        A progress bar shows it (the processor's ``sourceTotalCount`` metric); a reader
+        over a sized collection knows it once it has read, a file reader does not.
+        """
+        return None
+
     def close(self) -> None:
         """Release what the reader holds; called once, also after a failure."""
 
@@ -195,6 +205,7 @@ class ReplayableSourceP(processor.Processor):
         self._pending: list[Any] = []
         self._restored: list[Any] = []
         self._exhausted = False
+        self._total: int | None = None
         self.emitted = 0
 
     def is_cooperative(self) -> bool:
@@ -255,8 +266,13 @@ class ReplayableSourceP(processor.Processor):
 
     def close(self) -> None:
         if self._reader is not None:
+            self._total = self._reader.total()  # the job's final metrics are read after the close
             self._reader.close()
             self._reader = None
+
+    def metrics(self) -> dict[str, int]:
+        total = self._reader.total() if self._reader is not None else self._total
+        return {} if total is None else {TOTAL_METRIC: total}
 
 
 def replayable_source_p(
@@ -277,12 +293,15 @@ class _StridedReader(SourceReader):
         self._cursor = StridedCursor(context.global_processor_index, context.total_parallelism)
         self._iterator: Iterator[Any] | None = None
         self._at = 0  # the index of the item that the iterator yields next
+        self._size: int | None = None
 
     def read(self, limit: int) -> list[Any] | None:
         step = self._cursor.step
         if self._iterator is None:
             self._at = self._cursor.next
-            self._iterator = itertools.islice(self._items(), self._at, None, step)
+            collection = self._items()
+            self._size = len(collection) if isinstance(collection, Sized) else None
+            self._iterator = itertools.islice(collection, self._at, None, step)
         indices = self._cursor.take(limit, sys.maxsize)
         if isinstance(indices, range) and indices.start == self._at:
             batch = list(itertools.islice(self._iterator, len(indices)))
@@ -302,6 +321,12 @@ class _StridedReader(SourceReader):
 
     def restore(self, positions: list[Any]) -> None:
         self._cursor.restore(positions, f"source {self._name!r}")
+
+    def total(self) -> int | None:
+        """This processor's share of a sized collection (known from the first read on)."""
+        if self._size is None:
+            return None
+        return len(range(self._cursor.index, self._size, self._cursor.step))
 
 
 class _OneShot:
