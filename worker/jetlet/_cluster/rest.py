@@ -6,7 +6,11 @@ Theory of operation
 :class:`~jetlet._cluster.job_service.JobService` and a function describing
 the cluster. Every route except ``/health``, ``/ready`` and ``/openapi.json`` requires
 ``Authorization: Bearer <token>``; the token is compared in constant time,
-and a request without it is answered ``401`` and counted. Request bodies are
+and a request without it is answered ``401`` and counted. Failures are
+limited per client address (:mod:`~jetlet._cluster.auth_limiter`): past a
+burst, the address is answered ``429`` with ``Retry-After`` before its token
+is even checked, and the failures are logged as one summary line per
+interval. Request bodies are
 JSON objects checked field by field (:mod:`~jetlet._cluster.rest_requests`)
 before anything reaches the service: a
 body that is too large (``413``), not JSON, not an object, missing a field
@@ -52,8 +56,8 @@ from typing import Any
 from aiohttp import web
 
 from jetlet import errors
+from jetlet._cluster import auth_limiter, job_definition, job_service, rest_openapi
 from jetlet._cluster import events as events_mod
-from jetlet._cluster import job_definition, job_service, rest_openapi
 from jetlet._cluster import rest_requests as req
 
 _log = logging.getLogger(__name__)
@@ -67,19 +71,42 @@ MAX_JOIN_WAIT_S = 30.0
 """Longest one ``join`` or observable request waits; clients repeat it to wait longer."""
 
 
+LIMITER_KEY = web.AppKey("jetlet_auth_limiter", auth_limiter.FailureLimiter)
+"""The application's limiter of failed authentications (the web console's login may share it)."""
+
+
+def _rate_limited(request: web.Request) -> web.Response | None:
+    """A ``429`` for an address that failed to authenticate too often, else None."""
+    delay = request.app[LIMITER_KEY].allow(request.remote or "")
+    if delay is None:
+        return None
+    req.counted(request, "refused_rate_limited")
+    _log_failures(request.app[LIMITER_KEY])
+    response = req.error_response(
+        429, "too many failed authentications from this address: wait Retry-After seconds"
+    )
+    response.headers["Retry-After"] = str(max(1, math.ceil(delay)))
+    return response
+
+
+def _log_failures(limiter: auth_limiter.FailureLimiter) -> None:
+    summary = limiter.summary()  # one line per interval, however many requests failed
+    if summary is not None:
+        _log.warning("REST: bad or missing tokens: %s", summary)
+
+
 @web.middleware
 async def _auth_and_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path not in PUBLIC_PATHS:
+        limited = _rate_limited(request)
+        if limited is not None:
+            return limited
         expected = request.app[req.STATE_KEY].token
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {expected}".encode()):
             req.counted(request, "refused_unauthorized")
-            _log.warning(
-                "REST: refused %s %s from %s: bad or missing token",
-                request.method,
-                request.path,
-                request.remote,
-            )
+            request.app[LIMITER_KEY].failed(request.remote or "")
+            _log_failures(request.app[LIMITER_KEY])
             response = req.error_response(
                 401, "a valid bearer token is required (Authorization: Bearer <token>)"
             )
@@ -383,6 +410,7 @@ def create_app(
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=max_body)
     pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
     app[req.STATE_KEY] = req.State(service, cluster_info, token, max_body, pool, membership, readiness)
+    app[LIMITER_KEY] = auth_limiter.FailureLimiter()
     app.on_cleanup.append(_close_pool)
     for method, path, handler, _ in _ROUTES:
         app.router.add_route(method, path, handler)
