@@ -69,6 +69,10 @@ SSE_POLL_S = 15.0
 """How long one wait of an event stream lasts before a keep-alive comment is sent."""
 MAX_JOIN_WAIT_S = 30.0
 """Longest one ``join`` or observable request waits; clients repeat it to wait longer."""
+IDLE_TIMEOUT_S = 5.0
+"""A connection that has not sent a whole request's headers this long after it opened, or after its
+last answer (an idle keep-alive), is closed: a client holding connections open with partial headers
+(slowloris) holds each for at most this long."""
 
 
 LIMITER_KEY = web.AppKey("jetlet_auth_limiter", auth_limiter.FailureLimiter)
@@ -422,7 +426,7 @@ async def start_site(
 ) -> tuple[web.AppRunner, tuple[str, int]]:
     """Serve ``app`` on ``host:port`` (0: any free port; HTTPS with ``ssl_context``); return the runner
     and the bound address."""
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=IDLE_TIMEOUT_S)  # also bounds headers
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
