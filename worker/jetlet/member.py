@@ -67,6 +67,7 @@ from jetlet._cluster import (
     admission,
     cluster_service,
     discovery,
+    logs,
     member_flags,
     membership,
     partition_table,
@@ -387,6 +388,7 @@ class Member:
         )
         runner, (_, rest_port) = await rest.start_site(app, host, config.rest_port, self._server_ssl)
         name = name or f"{advertised}:{data_port}"
+        logs.name_member(name)
         info = membership.MemberInfo(
             name, f"{advertised}:{data_port}", f"{advertised}:{rest_port}", _now_ms()
         )
@@ -520,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (settings.SettingsError, ValueError) as exc:
         print(f"jetlet member: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(level, config.log_format == "json", config.name)
     if not token or not secret:
         missing = (
             "a REST token (--token-file or JETLET_TOKEN)"
