@@ -32,6 +32,7 @@ from typing import Any
 
 from jetlet import config, errors, job, records
 from jetlet._cluster import events as events_mod
+from jetlet._cluster import logs
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,8 @@ class JobEntry:
         self.vertex_names: frozenset[str] = frozenset()
         """The DAG's vertices (to check that a snapshot's state has somewhere to go)."""
         self.restart_reason = ""
+        self.recovering_since: float | None = None
+        """When (``time.monotonic()``) a member loss made the job restart; None once it runs again."""
         self.waiters: list[tuple[frozenset[Status], concurrent.futures.Future[records.JobRecord]]] = []
 
     @property
@@ -265,32 +268,35 @@ class JobTable:
         return future
 
 
+def named(entry: JobEntry) -> str:
+    """How a log line names the job: ``job NAME (ID)``, or ``job ID`` for a job named by its id."""
+    return logs.label(entry.name, job.id_to_string(entry.id))
+
+
+def about(entry: JobEntry, traceback: str = "") -> dict[str, Any]:
+    """The ``extra`` of a log line about the job: its id and name (``jetlet._cluster.logs``)."""
+    return logs.job(job.id_to_string(entry.id), entry.name, traceback)
+
+
 def _log_transition(entry: JobEntry, previous: Status, status: Status, reason: str) -> None:
     """One line per transition on the coordinator; a failure's traceback once, with the failure."""
-    name = f"job {entry.name} ({job.id_to_string(entry.id)})"
+    name = named(entry)
     if status is Status.FAILED and entry.cancelled:
-        log.info("%s CANCELLED (was %s)", name, previous.value)
+        log.info("%s CANCELLED (was %s)", name, previous.value, extra=about(entry))
     elif status is Status.FAILED:
         trace = entry.failure_traceback.strip()
-        log.error(
-            "%s FAILED: %s%s",
-            name,
-            entry.failure,
-            f"\n{trace}" if trace and trace not in entry.failure else "",
-        )
+        shown = trace if trace not in entry.failure else ""
+        log.error("%s FAILED: %s", name, entry.failure, extra=about(entry, shown))
     elif status is Status.STARTING and previous is Status.NOT_RUNNING:
-        log.info("%s submitted, starting", name)
+        log.info("%s submitted, starting", name, extra=about(entry))
     elif status is Status.STARTING:
-        log.info(
-            "%s starting execution %s (%s)",
-            name,
-            job.id_to_string(entry.execution_id),
-            reason or previous.value,
-        )
+        execution = job.id_to_string(entry.execution_id)
+        why = reason or previous.value
+        log.info("%s starting execution %s (%s)", name, execution, why, extra=about(entry))
     elif status is Status.SUSPENDED:
-        log.info("%s SUSPENDED: %s", name, entry.suspension_cause or reason)
+        log.info("%s SUSPENDED: %s", name, entry.suspension_cause or reason, extra=about(entry))
     else:
-        log.info("%s %s%s", name, status.value, f" ({reason})" if reason else "")
+        log.info("%s %s%s", name, status.value, f" ({reason})" if reason else "", extra=about(entry))
 
 
 def snapshot_summary(last: Mapping[str, Any] | None, count: int) -> dict[str, Any]:

@@ -182,7 +182,7 @@ async def _get_job(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     job_key = request.match_info["job"]
     metrics = await req.blocking(request, functools.partial(req.service(request).metrics, job_key))
-    return web.json_response({"metrics": metrics})
+    return web.json_response(metrics)  # {"metrics": per member/tasklet, "samples": [{name, labels, value}]}
 
 
 async def _join(request: web.Request) -> web.Response:
