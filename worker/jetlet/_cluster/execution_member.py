@@ -121,7 +121,7 @@ class ExecutionMember:
         self._store_pool = concurrent.futures.ThreadPoolExecutor(
             2, thread_name_prefix=f"jetlet-store-{member_name}"
         )
-        channel.register(Operation.INIT, self._init)
+        channel.register(Operation.INIT, with_user_traceback(self._init))
         channel.register(Operation.START, self._start, Dispatch.INLINE)
         channel.register(Operation.CANCEL, self._cancel, Dispatch.INLINE)
         channel.register(Operation.FORGET, self._forget, Dispatch.INLINE)
@@ -339,6 +339,22 @@ def member_metrics(execution: MemberExecution) -> dict[str, dict[str, int]]:
     values: dict[str, dict[str, int]] = {t.name: t.metrics() for t in execution.plan.tasklets}
     values.update(execution.links.metrics())
     return values
+
+
+def with_user_traceback(handler: control.Handler) -> control.Handler:
+    """``handler``, whose failure carries its traceback without jetlet's frames as ``remote_traceback``:
+    a user's function that fails while an execution is built (a service's create function, a
+    processor's ``init``) is reported in the user's own frames, as a failure while it runs is."""
+
+    def run(peer: str, body: dict[str, Any]) -> Any:
+        try:
+            return handler(peer, body)
+        except Exception as exc:
+            if not getattr(exc, "remote_traceback", ""):
+                exc.remote_traceback = errors.user_traceback(exc)  # type: ignore[attr-defined]
+            raise
+
+    return run
 
 
 def describe_failure(error: BaseException) -> dict[str, Any]:

@@ -19,6 +19,9 @@ members there are now:
    the job fails (or, with ``suspend_on_failure``, is suspended), is
    cancelled, is suspended, or is restarted as a new execution.
 
+A job with ``timeout_millis`` is cancelled once it runs past it
+(:mod:`~jetlet._cluster.job_timeouts`).
+
 Member loss: the lost member's share counts as done, and a job that ran on
 it restarts on the members left from its last snapshot (with
 ``auto_scaling`` off it is suspended instead). A member that joins triggers a
@@ -37,6 +40,7 @@ import concurrent.futures
 import itertools
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -46,6 +50,7 @@ from jetlet._cluster import (
     coordinator_thread,
     graceful_leave,
     job_store,
+    job_timeouts,
     members_view,
     partition_table,
     snapshot_data,
@@ -54,7 +59,7 @@ from jetlet._cluster import (
 from jetlet._cluster import events as events_mod
 from jetlet._cluster import snapshot_coordinator as snapshots_mod
 from jetlet._cluster.control import Dispatch, MemberUnreachableError, Operation
-from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason
+from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason, about, named
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +101,7 @@ class JobCoordinator:
         self._executions: dict[int, JobEntry] = {}
         self._scale_up: coordinator_thread.Cancellable | None = None
         self._left: set[str] = set()
+        self._timeouts = job_timeouts.JobTimeouts(serial, jobs, self.fail)
         self.ready = True
         """False while a take-over is loading the job records (operations then answer 'retry')."""
         self._leave = graceful_leave.GracefulLeave(
@@ -131,6 +137,7 @@ class JobCoordinator:
         entry.final_metrics = {}
         self._executions[execution_id] = entry
         self._jobs.transition(entry, Status.STARTING)
+        self._timeouts.arm(entry)
         coordinator_thread.when_done(
             self._serial, self._tables.ensure(), lambda table: self._send_init(entry, execution_id, table)
         )
@@ -175,49 +182,61 @@ class JobCoordinator:
         if entry.execution_id != execution_id:  # superseded meanwhile: drop what was built
             self._forget(execution_id, entry.members)
             return
-        problems: list[str] = []
+        failed: dict[str, str] = {}
         unreachable: list[str] = []
         restored: dict[str, int] = {}
         for member, outcome in outcomes.items():
             if isinstance(outcome, MemberUnreachableError):
                 unreachable.append(member)
             elif isinstance(outcome, BaseException):
-                trace = getattr(outcome, "remote_traceback", "") or str(outcome)
-                problems.append(f"member {member}: {trace}")
+                failed[member] = getattr(outcome, "remote_traceback", "") or str(outcome)
             else:
                 for vertex, count in outcome.get("restored_counts", {}).items():
                     restored[vertex] = restored.get(vertex, 0) + count
-        if unreachable and not problems:
+        if unreachable and not failed:
             for member in unreachable:
                 self._members.mark_lost(member)
             if self._members.live():
                 self._forget(execution_id, entry.members)
                 log.warning(
-                    "job %s: %s unreachable at start; starting again", entry.name, ", ".join(unreachable)
+                    "%s: %s unreachable at start; starting again",
+                    named(entry),
+                    ", ".join(unreachable),
+                    extra=about(entry),
                 )
                 self.start_execution(entry)
                 return
+        problems = start_problems(failed)
         source = entry.last_snapshot or entry.restore_from
         if source is not None and not problems and not unreachable:
             problems += snapshot_data.incomplete_restore(source, restored)
         problems += [f"member {m} is not connected" for m in unreachable]
         if problems:
-            self._start_failed(entry, execution_id, problems)
+            self._start_failed(entry, execution_id, problems, "\n".join(dict.fromkeys(failed.values())))
             return
         if entry.stopping is not None:  # stopped while starting: nothing ran, apply the stop at once
             entry.done = set(entry.members)
             self._execution_ended(entry)
             return
+        if entry.recovering_since is not None:
+            log.info(
+                "%s recovered: running again on %s from %s, %.1f s after the member loss",
+                named(entry),
+                ", ".join(entry.members),
+                f"snapshot {entry.last_snapshot['id']}" if entry.last_snapshot else "the start",
+                time.monotonic() - entry.recovering_since,
+                extra=about(entry),
+            )
+            entry.recovering_since = None
         self._jobs.transition(entry, Status.RUNNING, "every member initialized its execution")
         for member in entry.members:
             self._channel.send(member, Operation.START, execution_id=execution_id)
         if entry.snapshots_enabled:
             self._snapshots.schedule(entry)
 
-    def _start_failed(self, entry: JobEntry, execution_id: int, problems: list[str]) -> None:
-        text = "\n".join(problems)
-        entry.failure = "the job could not start:\n" + text
-        entry.failure_traceback = text
+    def _start_failed(self, entry: JobEntry, execution_id: int, problems: list[str], trace: str) -> None:
+        entry.failure = "the job could not start: " + "; ".join(problems)
+        entry.failure_traceback = trace
         self._executions.pop(execution_id, None)
         self._forget(execution_id, entry.members)
         self._jobs.transition(entry, Status.FAILED, entry.failure)
@@ -313,7 +332,14 @@ class JobCoordinator:
             entry.suspension_cause = reason
             self.stop(entry, StopReason.SUSPEND, reason)
             return
-        log.warning("job %s: %s; restarting it on the members left", entry.name, reason)
+        log.warning(
+            "%s recovering: %s; restarting it on the members left from %s",
+            named(entry),
+            reason,
+            f"snapshot {entry.last_snapshot['id']}" if entry.last_snapshot else "the start",
+            extra=about(entry),
+        )
+        entry.recovering_since = time.monotonic()
         entry.restart_reason = reason
         self.stop(entry, StopReason.RESTART, reason)
 
@@ -361,7 +387,7 @@ class JobCoordinator:
     def _rescale(self) -> None:
         self._scale_up = None
         for entry in [e for e in self._jobs.active() if self._can_grow(e)]:
-            log.info("job %s: restarting to use the members that joined", entry.name)
+            log.info("%s: restarting to use the members that joined", named(entry), extra=about(entry))
             entry.restart_reason = "the job is rescaled onto members that joined"
             self.stop(entry, StopReason.RESTART, entry.restart_reason)
 
@@ -426,7 +452,7 @@ class JobCoordinator:
             entry = JobEntry.from_state(state)
             self._jobs.add(entry, persist=False)
             if not entry.is_terminal and entry.status is not Status.SUSPENDED:
-                log.warning("job %s: running it on (%s)", entry.name, why)
+                log.warning("%s: running it on (%s)", named(entry), why, extra=about(entry))
                 self.start_execution(entry)
                 resumed += 1
         return resumed
@@ -435,6 +461,7 @@ class JobCoordinator:
         """Forget every execution and timer (this member was removed from its cluster)."""
         self._executions.clear()
         self._left.clear()
+        self._timeouts.clear()
         if self._scale_up is not None:
             self._scale_up.cancel()
             self._scale_up = None
@@ -443,3 +470,20 @@ class JobCoordinator:
     def close(self) -> None:
         if self._scale_up is not None:
             self._scale_up.cancel()
+
+
+def start_problems(failed: Mapping[str, str]) -> list[str]:
+    """The members that could not initialize an execution, those that failed alike named together
+    with the last line of their traceback (the error), so a fault of every member is said once.
+
+    >>> start_problems({"m1": "Traceback...\\nValueError: x", "m2": "Traceback...\\nValueError: x"})
+    ['members m1, m2: ValueError: x']
+    """
+    alike: dict[str, list[str]] = {}
+    for member, trace in failed.items():
+        alike.setdefault(trace, []).append(member)
+    problems = []
+    for trace, members in alike.items():
+        error = next((line for line in reversed(trace.strip().splitlines()) if line.strip()), "failed")
+        problems.append(f"member{'s' if len(members) > 1 else ''} {', '.join(sorted(members))}: {error}")
+    return problems

@@ -29,7 +29,7 @@ from jetlet._cluster import control, coordinator_thread, job_coordinator, job_st
 from jetlet._cluster import events as events_mod
 from jetlet._cluster import snapshot_coordinator as snapshots_mod
 from jetlet._cluster.control import Dispatch, Operation
-from jetlet._cluster.job_records import TERMINAL, JobEntry, JobTable, Status, StopReason
+from jetlet._cluster.job_records import TERMINAL, JobEntry, JobTable, Status, StopReason, about, named
 from jetlet._cluster.job_service import job_config_from_dict, job_config_to_dict
 
 log = logging.getLogger(__name__)
@@ -146,8 +146,7 @@ class JobOperations:
         if any(e.name == entry.name for e in self._jobs.active()):
             raise errors.JobStateConflictError(f"a job named {entry.name!r} is already active")
         self._jobs.add(entry)
-        log.info("job %s (%s) submitted", entry.name, entry.record().id_string)
-        self._lifecycle.start_execution(entry)
+        self._lifecycle.start_execution(entry)  # its first transition logs "submitted, starting"
         return {"record": entry.record().to_dict()}
 
     # -- steering ---------------------------------------------------------------------------------
@@ -191,7 +190,9 @@ class JobOperations:
 
         def stop(problem: str | None) -> None:
             if problem is not None:
-                log.warning("job %s: suspending from its last snapshot: %s", entry.name, problem)
+                log.warning(
+                    "%s: suspending from its last snapshot: %s", named(entry), problem, extra=about(entry)
+                )
             entry.suspension_cause = "suspended by the user"
             self._lifecycle.stop(entry, StopReason.SUSPEND, "the job is being suspended")
 

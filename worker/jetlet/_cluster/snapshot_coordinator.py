@@ -38,7 +38,7 @@ from jetlet import records
 from jetlet._cluster import control, coordinator_thread, job_records, job_store
 from jetlet._cluster import events as events_mod
 from jetlet._cluster.control import Dispatch, Operation
-from jetlet._cluster.job_records import JobEntry, Status
+from jetlet._cluster.job_records import JobEntry, Status, about, named
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,9 @@ class SnapshotCoordinator:
             stale = entry.last_snapshot["prefix"] if entry.last_snapshot else None
             kept = self._complete(entry, flight)
         elif entry is not None:
-            log.warning("job %s: snapshot %d failed: %s", entry.name, flight.snapshot_id, problem)
+            log.warning(
+                "%s: snapshot %d failed: %s", named(entry), flight.snapshot_id, problem, extra=about(entry)
+            )
             self._events.append(
                 records.EventKind.SNAPSHOT_FAILED,
                 job_id=entry.id,
@@ -257,6 +259,16 @@ class SnapshotCoordinator:
             "job_name": entry.name,
         }
         entry.snapshot_count += 1
+        log.info(
+            "%s: snapshot %d completed: %d bytes, %d keys, in %d ms%s",
+            named(entry),
+            flight.snapshot_id,
+            size,
+            sum(counts.values()),
+            duration_ms,
+            " (terminal)" if flight.terminal else "",
+            extra=about(entry),
+        )
         state = entry.state()
         replicated = self._store.save(state)
         offloaded = self._store.offload(entry.id, state)
