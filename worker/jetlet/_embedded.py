@@ -21,9 +21,14 @@ from typing import Any
 from jetlet import _store, config, errors, observable
 from jetlet import job as job_mod
 from jetlet._execution import execution_plan, execution_service
+from jetlet._metrics import samples
 from jetlet.core import dag as dag_mod
+from jetlet.metrics import job_metrics
 
 _log = logging.getLogger(__name__)
+
+EMBEDDED_MEMBER = "embedded"
+"""The ``member`` label of an embedded instance's measurements."""
 
 
 def _as_dag(definition: Any) -> dag_mod.DAG:
@@ -48,6 +53,7 @@ class EmbeddedJob(job_mod.Job):
         self._status = job_mod.JobStatus.NOT_RUNNING
         self._submission_time = int(time.time() * 1000)
         self.completion_time: int | None = None
+        self.start_time = 0
         self.tracker = execution_service.ExecutionTracker(name, self._on_done)
         self.plan: execution_plan.ExecutionPlan | None = None
         self._timer: threading.Timer | None = None
@@ -99,6 +105,7 @@ class EmbeddedJob(job_mod.Job):
             self._timer.daemon = True
             self._timer.start()
         self._status = job_mod.JobStatus.RUNNING
+        self.start_time = int(time.time() * 1000)
         instance.service.submit(self.plan.all_tasklets(), self.tracker)
 
     def _time_out(self) -> None:
@@ -114,11 +121,22 @@ class EmbeddedJob(job_mod.Job):
         self.completion_time = int(time.time() * 1000)
         self._status = job_mod.JobStatus.FAILED if error is not None else job_mod.JobStatus.COMPLETED
 
-    def metrics(self) -> dict[str, dict[str, int]]:
-        """Per-processor metrics (:meth:`ProcessorTasklet.metrics`): Jet's counters and call times."""
+    def metrics(self) -> job_metrics.JobMetrics:
+        """The job's measurements (:mod:`jetlet._metrics.samples`, ``member="embedded"``); it also reads as
+        the mapping of tasklet name to its counters (:meth:`ProcessorTasklet.metrics`)."""
         if self.plan is None:
-            return {}
-        return {t.name: t.metrics() for t in self.plan.tasklets}
+            return job_metrics.JobMetrics(())
+        labels = {
+            "job_id": self.id_string,
+            "job_name": self._name,
+            "execution": self.id_string,
+            "member": EMBEDDED_MEMBER,
+        }
+        view = samples.ExecutionView(
+            labels, self.plan, start_time_ms=self.start_time, completion_time_ms=self.completion_time or 0
+        )
+        legacy = {t.name: t.metrics() for t in self.plan.tasklets}
+        return job_metrics.JobMetrics(samples.execution_measurements(view), legacy)
 
 
 class EmbeddedInstance:

@@ -51,6 +51,7 @@ import cloudpickle
 
 from jetlet import config, errors, job, records
 from jetlet.core import dag as dag_mod
+from jetlet.metrics import job_metrics
 
 LONG_POLL_S = 30.0
 """Longest single wait the member grants; longer waits repeat it."""
@@ -574,9 +575,11 @@ class RemoteJob(job.Job):
     def restart(self) -> None:
         self._post("restart", {})
 
-    def metrics(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._client.request("GET", self._path("metrics"))["metrics"]
-        return result
+    def metrics(self) -> job_metrics.JobMetrics:
+        """The job's measurements merged across its members, with real labels (``job.metrics().sum(
+        "receivedCount", vertex="sink")``); it also reads as the mapping ``"member/tasklet" -> {name:
+        value}`` of before. See :mod:`jetlet.metrics.job_metrics`."""
+        return job_metrics.JobMetrics.from_wire(self._client.request("GET", self._path("metrics")))
 
     @property
     def suspension_cause(self) -> str:

@@ -17,7 +17,10 @@ the coordinator:
   saved its state, the member stores its part in the grid (with backups) on
   a pool thread and reports ``snapshot_done``; ``snapshot_commit`` finishes
   the sinks' two-phase commit (or rolls it back);
-* ``cancel`` stops the execution, ``forget`` drops it, ``metrics`` reads it.
+* ``cancel`` stops the execution, ``forget`` drops it, ``metrics`` reads it:
+  the per-tasklet counters (``value``) and the labelled measurements
+  (``samples``, :mod:`jetlet._metrics.samples`), which the member's
+  ``/metrics`` endpoint reads from the same executions (:meth:`ExecutionMember.views`).
 
 Members know executions by their id, never jobs: a late message of an old
 execution finds nothing and can never disturb a newer one (fencing).
@@ -42,12 +45,14 @@ from typing import Any
 import cloudpickle
 
 from jetlet import _embedded, config, errors
+from jetlet import job as job_mod
 from jetlet._cluster import control, snapshot_data
 from jetlet._cluster import grid as grid_mod
 from jetlet._cluster.control import Dispatch, Operation
 from jetlet._cluster.job_service import job_config_from_dict, load_dag
 from jetlet._execution import execution_plan, execution_service
 from jetlet._execution import snapshots as snapshots_mod
+from jetlet._metrics import samples
 from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
 from jetlet._network.transport import PeerUnavailableError
@@ -94,6 +99,12 @@ class MemberExecution:
     snapshots: snapshots_mod.MemberSnapshots | None = None
     single_processor: tuple[str, ...] = ()
     snapshot_prefixes: dict[int, str] = dataclasses.field(default_factory=dict)
+    job_name: str = ""
+    edges: tuple[samples.EdgeInfo, ...] = ()
+    start_time_ms: int = 0
+    completion_time_ms: int = 0
+    snapshot_sizes: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    """Per vertex, (bytes, keys) this member stored of the last snapshot."""
 
 
 class ExecutionMember:
@@ -134,7 +145,7 @@ class ExecutionMember:
         message = remote.decode_message(msg_type, payload)
         execution = self._executions.get(message.job_id)
         if execution is not None:
-            execution.links.deliver(message)
+            execution.links.deliver(message, len(payload))
 
     def cancel_coordinated_by(self, coordinator: str, reason: str) -> None:
         """The coordinator is gone: stop its executions (the next coordinator starts new ones)."""
@@ -209,6 +220,11 @@ class ExecutionMember:
         execution = MemberExecution(
             execution_id, body["job_id"], members, peer, plan, links, tracker, member_snapshots, singles
         )
+        execution.job_name = body["name"]
+        execution.edges = tuple(
+            samples.EdgeInfo(e.source_name, e.source_ordinal, str(e.dest_name), e.dest_ordinal)
+            for e in dag.edges()
+        )
         holder.append(execution)
         with self._lock:
             self._executions[execution_id] = execution
@@ -218,15 +234,17 @@ class ExecutionMember:
         execution = self._executions.get(body["execution_id"])
         if execution is None:
             raise errors.JetletError(f"no execution {body['execution_id']} on {self.member_name}")
+        execution.start_time_ms = int(time.time() * 1000)
         execution.tracker.future.add_done_callback(lambda f: self._report_done(execution, f))
         self._instance.service.submit(execution.plan.all_tasklets(), execution.tracker)
         return {}
 
     def _report_done(self, execution: MemberExecution, future: concurrent.futures.Future[None]) -> None:
         error = future.exception()
+        execution.completion_time_ms = int(time.time() * 1000)
         execution.plan.close_suppliers(error)
         fields: dict[str, Any] = {"execution_id": execution.execution_id, "member": self.member_name}
-        fields["metrics"] = member_metrics(execution)
+        fields["metrics"] = {"value": member_metrics(execution), "samples": self.measurements(execution)}
         if error is not None:
             fields.update(describe_failure(error))
             fields["cancelled"] = isinstance(error, errors.JobCancelledError)
@@ -246,7 +264,38 @@ class ExecutionMember:
 
     def _metrics(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         execution = self._executions.get(body["execution_id"])
-        return {"value": member_metrics(execution) if execution is not None else {}}
+        if execution is None:
+            return {"value": {}, "samples": []}
+        return {"value": member_metrics(execution), "samples": self.measurements(execution)}
+
+    def view(self, execution: MemberExecution) -> samples.ExecutionView:
+        """What this member's metrics read of ``execution`` (see :mod:`jetlet._metrics.samples`)."""
+        labels = {
+            "job_id": job_mod.id_to_string(execution.job_id),
+            "job_name": execution.job_name,
+            "execution": job_mod.id_to_string(execution.execution_id),
+            "member": self.member_name,
+        }
+        return samples.ExecutionView(
+            labels,
+            execution.plan,
+            execution.links,
+            execution.edges,
+            execution.members,
+            execution.start_time_ms,
+            execution.completion_time_ms,
+            dict(execution.snapshot_sizes),
+        )
+
+    def views(self) -> list[samples.ExecutionView]:
+        """A view of every execution this member runs (for its ``/metrics``)."""
+        with self._lock:
+            executions = list(self._executions.values())
+        return [self.view(e) for e in executions if e.start_time_ms]
+
+    def measurements(self, execution: MemberExecution) -> list[dict[str, Any]]:
+        """``execution``'s measurements on this member, as they travel (``Measurement.to_dict``)."""
+        return [m.to_dict() for m in samples.execution_measurements(self.view(execution))]
 
     def _snapshot_start(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         execution = self._executions.get(body["execution_id"])
@@ -307,6 +356,7 @@ class ExecutionMember:
                 self._grid.put(f"{prefix}/broadcast", [((vertex, me), chunk) for vertex, chunk in broadcast])
             size = sum(len(c) for chunks in by_partition.values() for _, c in chunks)
             report.update(counts=counts, bytes=size + sum(len(c) for _, c in broadcast))
+            execution.snapshot_sizes = _sizes_by_vertex(by_partition, broadcast, counts)
         except Exception as exc:
             log.exception("member %s could not store its part of snapshot %d", self.member_name, snapshot_id)
             report["error"] = f"{type(exc).__name__}: {exc}"
@@ -332,6 +382,18 @@ class ExecutionMember:
         for execution in executions:
             execution.tracker.cancel("the member is shutting down")
         self._store_pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _sizes_by_vertex(
+    by_partition: dict[int, list[tuple[str, bytes]]],
+    broadcast: list[tuple[str, bytes]],
+    counts: dict[str, int],
+) -> dict[str, tuple[int, int]]:
+    """Per vertex, (bytes, keys) of a member's part of a snapshot (``snapshotBytes``, ``snapshotKeys``)."""
+    sizes = dict.fromkeys(counts, 0)
+    for vertex, chunk in [c for chunks in by_partition.values() for c in chunks] + list(broadcast):
+        sizes[vertex] = sizes.get(vertex, 0) + len(chunk)
+    return {vertex: (size, counts.get(vertex, 0)) for vertex, size in sizes.items()}
 
 
 def member_metrics(execution: MemberExecution) -> dict[str, dict[str, int]]:

@@ -224,7 +224,8 @@ class JobOperations:
         return answer
 
     def _metrics(self, body: dict[str, Any]) -> Answer:
-        """Per ``member/tasklet``: live counters of running members, final ones of members done."""
+        """Live readings of running members, final ones of members done: ``metrics`` per
+        ``member/tasklet`` and ``samples``, every member's labelled measurements (``job.metrics()``)."""
         entry = self._jobs.find(body["key"])
         per_member = dict(entry.final_metrics)
         calls = {
@@ -237,11 +238,14 @@ class JobOperations:
         def merge(outcomes: dict[str, Any]) -> None:
             for member, outcome in outcomes.items():
                 if isinstance(outcome, dict):
-                    per_member[member] = outcome.get("value", {})
+                    per_member[member] = outcome
             merged = {
-                f"{m}/{name}": values for m, metrics in per_member.items() for name, values in metrics.items()
+                f"{m}/{name}": values
+                for m, reading in per_member.items()
+                for name, values in reading.get("value", {}).items()
             }
-            _set(answer, {"value": merged})
+            measured = [sample for reading in per_member.values() for sample in reading.get("samples", ())]
+            _set(answer, {"value": {"metrics": merged, "samples": measured}})
 
         coordinator_thread.when_all(self._serial, calls, METRICS_TIMEOUT_S, merge)
         return answer

@@ -86,7 +86,8 @@ class JobEntry:
         self.done: set[str] = set()
         self.stopping: StopReason | None = None
         self.final_metrics: dict[str, dict[str, Any]] = {}
-        """Each member's metrics as it reported them when its share of the execution ended."""
+        """Each member's metrics as it reported them when its share of the execution ended (``value``:
+        per tasklet, ``samples``: the labelled measurements)."""
         self.last_snapshot: dict[str, Any] | None = None
         """The last complete snapshot: ``id``, grid ``prefix``, entry ``counts`` per vertex, ``bytes``..."""
         self.next_snapshot_id = 1

@@ -79,7 +79,10 @@ class JobService(Protocol):
 
     def restart(self, key: str) -> JobRecord: ...
 
-    def metrics(self, key: str) -> dict[str, Any]: ...
+    def metrics(self, key: str) -> dict[str, Any]:
+        """``{"metrics": {"member/tasklet": {name: value}}, "samples": [{"name", "labels", "value"}]}``
+        (:class:`jetlet.metrics.JobMetrics` on the wire)."""
+        ...
 
     def export_snapshot(self, key: str, name: str, cancel: bool) -> dict[str, Any]:
         """Save the job's state as the named snapshot (then cancel it, with ``cancel``)."""
@@ -353,7 +356,7 @@ class EmbeddedJobService:
 
     def metrics(self, key: str) -> dict[str, Any]:
         execution = self._find(key).execution
-        return dict(execution.metrics()) if execution is not None else {}
+        return execution.metrics().to_wire() if execution is not None else {"metrics": {}, "samples": []}
 
     def get_list(self, name: str) -> list[Any]:
         with self.instance.store.lock:

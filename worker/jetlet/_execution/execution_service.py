@@ -181,6 +181,8 @@ class _CooperativeWorker:
         self.steal_request: tuple[_Entry, _CooperativeWorker] | None = None
         self.wake = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"jetlet-cooperative-{index}", daemon=True)
+        self.iterations = 0
+        """Passes over its tasklets so far (Jet's ``iterationCount``)."""
 
     def add(self, entries: Sequence[_Entry]) -> None:
         with self.service.lock:
@@ -204,6 +206,7 @@ class _CooperativeWorker:
                     self.wake.clear()
                 continue
             progress = False
+            self.iterations += 1
             for entry in tasklets:
                 request = self.steal_request
                 if request is not None and request[0] is entry:
@@ -304,6 +307,11 @@ class TaskletExecutionService:
         finally:
             with self.lock:
                 self._blocking_threads.discard(threading.current_thread())
+
+    def worker_stats(self) -> list[tuple[int, int]]:
+        """(passes so far, tasklets held now) of each cooperative worker: Jet's ``iterationCount`` and
+        ``taskletCount``."""
+        return [(w.iterations, len(w.tasklets)) for w in self.workers]
 
     def tasklet_counts(self) -> list[int]:
         """How many cooperative tasklets each worker holds now."""

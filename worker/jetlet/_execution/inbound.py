@@ -37,6 +37,11 @@ class WatermarkCoalescer:
         self.last_emitted = NO_WATERMARK
         self._idle_emitted = False
 
+    @property
+    def top_observed(self) -> int:
+        """The highest watermark any input queue brought (Jet's ``topObservedWm``)."""
+        return max(self._tops, default=NO_WATERMARK)
+
     def observe(self, queue_index: int, watermark: wm.Watermark) -> wm.Watermark | None:
         """Record a watermark from a queue; return the new coalesced one if it advanced."""
         if watermark.is_idle_message():
@@ -92,12 +97,16 @@ class InboundStream:
         self.ordinal = ordinal
         self.priority = priority
         self.queues = list(source_queues)
-        self._coalescer = coalescer
+        self.coalescer = coalescer
         self._aligner = aligner or snapshots.BarrierAligner(first_queue_index + len(self.queues), False)
         self._first = first_queue_index
         self._done = [False] * len(self.queues)
         self._remaining = len(self.queues)
         self._next = 0
+        self.received_items = 0
+        """Items read from this input (Jet's ``receivedCount`` of the ordinal), counted per batch."""
+        self.received_batches = 0
+        """Batches read from this input (Jet's ``receivedBatches``)."""
 
     @property
     def is_done(self) -> bool:
@@ -131,6 +140,8 @@ class InboundStream:
             idle_rounds = 0
             if type(element) is list:
                 inbox.add_batch(element)
+                self.received_items += len(element)
+                self.received_batches += 1
                 continue
             advanced = self._on_control(index, element)
             if advanced is not None:
@@ -139,14 +150,19 @@ class InboundStream:
                 return True, None
         return made_progress, None
 
+    def queued(self) -> tuple[int, int]:
+        """(elements waiting in this input's queues, their capacity): Jet's ``queuesSize`` and
+        ``queuesCapacity``, read from another thread (an approximate, never a torn, number)."""
+        return sum(q.size() for q in self.queues), sum(q.capacity for q in self.queues)
+
     def _on_control(self, index: int, element: Any) -> wm.Watermark | None:
         if element is queues.DONE_ITEM:
             self._done[index] = True
             self._remaining -= 1
             self._aligner.queue_done(self._first + index)
-            return self._coalescer.queue_done(self._first + index)
+            return self.coalescer.queue_done(self._first + index)
         if type(element) is wm.Watermark:
-            return self._coalescer.observe(self._first + index, element)
+            return self.coalescer.observe(self._first + index, element)
         if type(element) is snapshots.SnapshotBarrier:
             self._aligner.arrived(self._first + index, element)
             return None

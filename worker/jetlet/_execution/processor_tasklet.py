@@ -39,6 +39,7 @@ snapshot's barrier a tasklet without inputs emits nothing more.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,9 +50,12 @@ from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
 from jetlet.core import snapshot_writer
 from jetlet.core import watermark as wm
+from jetlet.metrics import user_metrics
 
 INBOX_LIMIT = 1024
 """Stop reading into the inbox once it holds this many items."""
+SINK_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Upper bounds, in seconds, of a sink's ``sinkLatency`` histogram."""
 
 _NO_PROGRESS = ProgressState.NO_PROGRESS
 _MADE_PROGRESS = ProgressState.MADE_PROGRESS
@@ -116,9 +120,26 @@ class ProcessorTasklet(Tasklet):
         if self._restored is not None:
             self._state = _State.RESTORE
         self._closed = False
-        self.received_count = 0
-        self.emitted_count = 0
+        self.streams = list(inbound_streams)
+        self.emitted = [0] * len(collectors)
+        """Items delivered to each output ordinal (Jet's ``emittedCount``), counted per batch."""
         self.top_observed_watermark = inbound.NO_WATERMARK
+        self.last_forwarded_watermark = inbound.NO_WATERMARK
+        """The last watermark this processor emitted (Jet's ``lastForwardedWm``)."""
+        self.last_forwarded_latency_ms = 0
+        """Wall-clock time minus that watermark when it was emitted (``lastForwardedWmLatency``)."""
+        self.user_metrics = user_metrics.ProcessorMetrics()
+        """The metrics that pipeline functions and the processor register (``jetlet.metrics``)."""
+        self._coalescer = inbound_streams[0].coalescer if inbound_streams else None
+        self.sink_latency = (
+            user_metrics.Histogram("sinkLatency", SINK_LATENCY_BUCKETS)
+            if inbound_streams and not collectors
+            else None
+        )
+        """For a sink (inputs, no outputs): wall-clock time minus each watermark it receives, in
+        seconds. Every result that depends on an event at or before the watermark has reached the sink
+        by then, so this is the end-to-end latency of the events at the watermark (of a window's
+        result, counted from the window's end); one observation per watermark, not per item."""
         self._cooperative = processor.is_cooperative()
         for stream in inbound_streams:
             if stream.is_done:  # a consumer that its edge's routing never feeds
@@ -127,7 +148,26 @@ class ProcessorTasklet(Tasklet):
     def is_cooperative(self) -> bool:
         return self._cooperative
 
+    @property
+    def received_count(self) -> int:
+        return sum(s.received_items for s in self.streams)
+
+    @property
+    def emitted_count(self) -> int:
+        return sum(self.emitted)
+
+    @property
+    def top_observed(self) -> int:
+        """The highest watermark any input queue brought (Jet's ``topObservedWm``)."""
+        return self._coalescer.top_observed if self._coalescer is not None else inbound.NO_WATERMARK
+
+    @property
+    def coalesced_watermark(self) -> int:
+        """The coalesced watermark of the inputs (Jet's ``coalescedWm``)."""
+        return self._coalescer.last_emitted if self._coalescer is not None else inbound.NO_WATERMARK
+
     def init(self) -> None:
+        user_metrics.bind(self.user_metrics)
         self.processor.init(self.outbox, self.context)
 
     @property
@@ -138,6 +178,7 @@ class ProcessorTasklet(Tasklet):
         state = self._state
         if state is _State.END:
             return ProgressState.WAS_ALREADY_DONE
+        user_metrics.bind(self.user_metrics)
         moved, clear = self._deliver()
         if not clear:
             return _MADE_PROGRESS if moved else _NO_PROGRESS
@@ -185,17 +226,19 @@ class ProcessorTasklet(Tasklet):
                 bucket = outbox.buckets[ordinal]
                 if bucket:
                     outbox.buckets[ordinal] = []
-                    self.emitted_count += len(bucket)
+                    self.emitted[ordinal] += len(bucket)
                     collector.push(bucket)
                     moved = True
                     if collector.flush():
                         control = outbox.take_control(ordinal)
                         if control is not None:
+                            self._forwarded(control)
                             collector.push_control(control)
                             collector.flush()
                 else:
                     control = outbox.take_control(ordinal)
                     if control is not None:
+                        self._forwarded(control)
                         collector.push_control(control)
                         collector.flush()
                         moved = True
@@ -204,6 +247,11 @@ class ProcessorTasklet(Tasklet):
             if not collector.is_flushed() or outbox.buckets[ordinal] or outbox.controls[ordinal] is not None:
                 clear = False
         return moved, clear
+
+    def _forwarded(self, control: object) -> None:
+        if type(control) is wm.Watermark and control.timestamp != self.last_forwarded_watermark:
+            self.last_forwarded_watermark = control.timestamp
+            self.last_forwarded_latency_ms = int(time.time() * 1000) - control.timestamp
 
     # -- PROCESS_INPUT -----------------------------------------------------
     def _process_input(self) -> bool:
@@ -228,7 +276,6 @@ class ProcessorTasklet(Tasklet):
             return False
         read = self._read_inputs()
         if inbox:
-            self.received_count += len(inbox)
             processor.process(self._inbox_ordinal, inbox)
             return True
         if read:
@@ -248,6 +295,8 @@ class ProcessorTasklet(Tasklet):
             self._pending_watermark = None
             if not watermark.is_idle_message():
                 self.top_observed_watermark = watermark.timestamp
+                if self.sink_latency is not None:
+                    self.sink_latency.observe(time.time() - watermark.timestamp / 1000)
         return accepted
 
     def _read_inputs(self) -> bool:
@@ -317,6 +366,7 @@ class ProcessorTasklet(Tasklet):
         """Close the processor once (also after failure or cancellation)."""
         if not self._closed:
             self._closed = True
+            user_metrics.bind(self.user_metrics)
             if self._snapshots is not None:
                 self._snapshots.tasklet_ended(self._index, self._snapshot_id)
             self.processor.close()

@@ -41,7 +41,7 @@ import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from jetlet._execution import queues, snapshots
 from jetlet._execution.progress import ProgressState, Tasklet, call_times
@@ -69,6 +69,17 @@ class Packet:
     chunks: list[tuple[int, int, int, Any]]
     encoded: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
     """The frame payload, when the sender already serialized the packet (see :func:`bounded_packets`)."""
+
+
+class LinkCounters(NamedTuple):
+    """One sender's or receiver's totals: Jet's ``distributedItemsOut/In`` and ``distributedBytesOut/In``."""
+
+    outbound: bool
+    edge_id: int
+    member: int
+    """The member index at the other end."""
+    items: int
+    bytes: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,6 +134,8 @@ class SenderTasklet(Tasklet):
         self._finished: set[int] = set()
         self.window = flow_control.SendWindow(settings.initial_window)
         self.sent_packets = 0
+        self.sent_bytes = 0
+        """Payload bytes of the packets sent (Jet's ``distributedBytesOut``)."""
         self.max_in_flight = 0
         """The most items ever sent beyond what the receiver had processed (bounded by the window)."""
         self.receiver_processed = 0
@@ -181,6 +194,7 @@ class SenderTasklet(Tasklet):
             )
             for packet in packets:
                 self._send(self._dest, packet)
+                self.sent_bytes += len(packet.encoded or b"")
             self.window.sent(taken)
             self.sent_packets += len(packets)
             in_flight = self.sent_items - self.receiver_processed
@@ -226,6 +240,8 @@ class ReceiverTasklet(Tasklet):
         self._pending: dict[tuple[int, int], deque[tuple[int, Any]]] = {}
         self._open = 0
         self.received_items = 0
+        self.received_bytes = 0
+        """Payload bytes of the packets received (Jet's ``distributedBytesIn``), counted by ``deliver``."""
 
     def add_queue(self, producer: int, consumer: int, queue: queues.SpscQueue) -> None:
         self.queues[(producer, consumer)] = queue
@@ -339,8 +355,8 @@ class RemoteLinks:
     def tasklets(self) -> list[Tasklet]:
         return [*self.senders.values(), *self.receivers.values()]
 
-    def deliver(self, message: object) -> None:
-        """Route a message from the network (any thread) to its tasklet."""
+    def deliver(self, message: object, size: int = 0) -> None:
+        """Route a message from the network (any thread) to its tasklet; ``size``: its payload's bytes."""
         if isinstance(message, Packet):
             receiver = self.receivers.get((message.edge_id, message.source_member))
             if receiver is None:
@@ -348,6 +364,7 @@ class RemoteLinks:
                     f"job {self.job_id}: a packet for edge {message.edge_id} from member "
                     f"{message.source_member}, which sends nothing to this member"
                 )
+            receiver.received_bytes += size  # one thread (the network's) writes it
             receiver.incoming.append(message)
         elif isinstance(message, Ack):
             sender = self.senders.get((message.edge_id, message.receiver_member))
@@ -359,6 +376,18 @@ class RemoteLinks:
             sender.on_ack(message)
         else:
             raise TypeError(f"job {self.job_id}: unknown network message {type(message).__qualname__}")
+
+    def counters(self) -> list[LinkCounters]:
+        """What each sender sent and each receiver received, by edge and remote member."""
+        out = [
+            LinkCounters(True, edge_id, member, sender.sent_items, sender.sent_bytes)
+            for (edge_id, member), sender in self.senders.items()
+        ]
+        out.extend(
+            LinkCounters(False, edge_id, member, receiver.received_items, receiver.received_bytes)
+            for (edge_id, member), receiver in self.receivers.items()
+        )
+        return out
 
     def metrics(self) -> dict[str, dict[str, int]]:
         """Per sender and receiver: items and packets sent or received, the largest in-flight amount,

@@ -140,6 +140,10 @@ class _AsyncServiceP(processor.Processor):
         self._service = self._factory.create_service_fn(context, self._shared)
         self._has_service = True
 
+    def metrics(self) -> dict[str, int]:
+        """Jet's ``numInFlightOps``: calls started and not yet emitted."""
+        return {"numInFlightOps": len(self._in_flight)}
+
     def _submit(self, item: Any) -> concurrent.futures.Future[Any]:
         result = self._fn(self._service, item)
         if isinstance(result, concurrent.futures.Future):

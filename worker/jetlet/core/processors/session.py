@@ -124,7 +124,14 @@ class SessionWindowP(processor.Processor):
             self._next_early = self._clock() + self._early_period
 
     def metrics(self) -> dict[str, int]:
-        return {"lateEventsDropped": self._late_dropped}
+        """Jet's: ``lateEventsDropped``, the keys with open sessions (``totalKeys``) and the open
+        sessions (``totalWindows``; read from another thread: ``list()`` of a dict's values is one step)."""
+        sessions = list(self._sessions.values())
+        return {
+            "lateEventsDropped": self._late_dropped,
+            "totalKeys": len(sessions),
+            "totalWindows": sum(map(len, sessions)),
+        }
 
     # -- input -------------------------------------------------------------
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:

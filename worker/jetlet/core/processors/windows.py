@@ -504,7 +504,11 @@ class SlidingWindowP(processor.Processor):
         return True
 
     def metrics(self) -> dict[str, int]:
-        return {"lateEventsDropped": self._late}
+        """Jet's: ``lateEventsDropped``, and the frames held now and the keys in them (``totalFrames``,
+        ``totalKeys``; read from another thread: ``list()`` of a dict's values is one step under the GIL)."""
+        frames = list(self._frames.values())
+        keys = sum(map(len, frames))
+        return {"lateEventsDropped": self._late, "totalFrames": len(frames), "totalKeys": keys}
 
 
 def _lowest(frames: dict[int, Any]) -> int | None:
