@@ -207,7 +207,7 @@ def test_given_the_server_then_openapi_lists_every_route(member: Member) -> None
         if r.method != "HEAD" and r.resource is not None
     }
     assert routes == served
-    assert len(routes) == 23
+    assert len(routes) == 30
     assert member.raw("POST", "/membership", b"{}")[0] == 404
 
 

@@ -34,6 +34,12 @@ loop never blocks. ``/openapi.json`` is an OpenAPI 3 document generated from
 the route table (:mod:`~jetlet._cluster.rest_openapi`), so it lists every
 route. ``/events`` serves the job-event feed as a JSON long-poll or as
 server-sent events that ride through a coordinator take-over.
+``/jobs/{job}/dag`` gives the job's DAG as JSON (:mod:`~jetlet._cluster.dag_graph`).
+
+The web console (:mod:`~jetlet._cluster.console`) is served from the same
+application under ``/console/`` without a token; a request without an
+``Authorization`` header may instead be admitted by the console's session
+cookie, with its CSRF token for an action (:mod:`~jetlet._cluster.console_auth`).
 
 :class:`RestServer` runs the application on an event loop thread of its own
 (for tests and tools); the member process runs it on its main loop instead.
@@ -56,7 +62,15 @@ from typing import Any
 from aiohttp import web
 
 from jetlet import errors
-from jetlet._cluster import auth_limiter, job_definition, job_service, rest_openapi
+from jetlet._cluster import (
+    auth_limiter,
+    console,
+    console_auth,
+    dag_graph,
+    job_definition,
+    job_service,
+    rest_openapi,
+)
 from jetlet._cluster import events as events_mod
 from jetlet._cluster import rest_requests as req
 
@@ -101,13 +115,18 @@ def _log_failures(limiter: auth_limiter.FailureLimiter) -> None:
 
 @web.middleware
 async def _auth_and_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path not in PUBLIC_PATHS:
+    if request.path not in PUBLIC_PATHS and not console.is_public(request.path):
         limited = _rate_limited(request)
         if limited is not None:
             return limited
         expected = request.app[req.STATE_KEY].token
         given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {expected}".encode()):
+        try:
+            by_console = not given and console_auth.admit(request)
+        except console_auth.Refused as exc:
+            req.counted(request, "refused_unauthorized")
+            return req.error_response(exc.status, str(exc))
+        if not by_console and not hmac.compare_digest(given.encode(), f"Bearer {expected}".encode()):
             req.counted(request, "refused_unauthorized")
             request.app[LIMITER_KEY].failed(request.remote or "")
             _log_failures(request.app[LIMITER_KEY])
@@ -177,6 +196,13 @@ async def _get_job(request: web.Request) -> web.Response:
         request, functools.partial(req.service(request).get, request.match_info["job"])
     )
     return web.json_response(record.to_dict())
+
+
+async def _dag(request: web.Request) -> web.Response:
+    record = await req.blocking(
+        request, functools.partial(req.service(request).get, request.match_info["job"])
+    )
+    return web.json_response(dag_graph.from_dot(record.dag_dot))
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -346,6 +372,7 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
         "(JobConfig fields).",
     ),
     ("GET", "/jobs/{job}", _get_job, "A job's status, config, DAG (DOT) and failure."),
+    ("GET", "/jobs/{job}/dag", _dag, "A job's DAG as JSON: vertices (parallelism) and edges (routing)."),
     ("GET", "/jobs/{job}/metrics", _metrics, "A job's metrics."),
     ("POST", "/jobs/{job}/join", _join, "Wait up to {timeout} seconds (at most 30) for the job to end."),
     (
@@ -391,9 +418,9 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3 description of every route."""
-    return rest_openapi.document(
-        [(method, path, summary) for method, path, _, summary in _ROUTES], PUBLIC_PATHS
-    )
+    routes = [*_ROUTES, *console.ROUTES]
+    public = PUBLIC_PATHS | {path for _, path, _, _ in console.ROUTES}
+    return rest_openapi.document([(method, path, summary) for method, path, _, summary in routes], public)
 
 
 async def _close_pool(app: web.Application) -> None:
@@ -407,16 +434,19 @@ def create_app(
     max_body: int = 64 * 1024 * 1024,
     membership: req.MembershipHandler | None = None,
     readiness: req.ReadinessReport | None = None,
+    console_anonymous: str = "none",
 ) -> web.Application:
-    """The REST application; ``token`` must be non-empty; without ``readiness`` ``/ready`` is always 200."""
+    """The REST application; ``token`` must be non-empty; without ``readiness`` ``/ready`` is always 200;
+    ``console_anonymous="read-only"`` lets the console show the cluster and jobs without a login."""
     if not token:
         raise ValueError("the REST API needs a non-empty bearer token")
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=max_body)
     pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
     app[req.STATE_KEY] = req.State(service, cluster_info, token, max_body, pool, membership, readiness)
     app[LIMITER_KEY] = auth_limiter.FailureLimiter()
+    app[console_auth.AUTH_KEY] = console_auth.ConsoleAuth(token, console_anonymous)
     app.on_cleanup.append(_close_pool)
-    for method, path, handler, _ in _ROUTES:
+    for method, path, handler, _ in [*_ROUTES, *console.ROUTES]:
         app.router.add_route(method, path, handler)
     return app
 

@@ -61,8 +61,6 @@ CONSOLE_ANONYMOUS_CHOICES = ("none", "read-only")
 """The values of the ``console_anonymous`` setting."""
 LOG_FORMATS = ("text", "json")
 """The values of the ``log_format`` setting."""
-CONSOLE_ANONYMOUS_CHOICES = ("none", "read-only")
-"""The values of the ``console_anonymous`` setting."""
 _INSTANCE = config.InstanceConfig()
 _EDGE = config.EdgeConfig()
 INSTANCE_SETTINGS = tuple(
@@ -151,9 +149,6 @@ class MemberSettings:
     console_anonymous: str = "none"
     """What the web console (``/console/`` on the REST port) shows without a login: ``none`` (only the
     login form) or ``read-only`` (the cluster, the jobs and their metrics, without actions)."""
-    console_anonymous: str = "none"
-    """What the web console (``/console/`` on the REST port) shows without a login: ``none`` (only the
-    login form) or ``read-only`` (the cluster, the jobs and their metrics, without actions)."""
     log_level: str = "INFO"
     """DEBUG, INFO, WARNING, ERROR or CRITICAL, in any case."""
     log_format: str = "text"
@@ -185,10 +180,6 @@ class MemberSettings:
             )
         if self.log_format not in LOG_FORMATS:
             raise SettingsError(f"setting 'log_format' must be 'text' or 'json', got {self.log_format!r}")
-        if self.console_anonymous not in CONSOLE_ANONYMOUS_CHOICES:
-            raise SettingsError(
-                f"setting 'console_anonymous' must be 'none' or 'read-only', got {self.console_anonymous!r}"
-            )
         if self.discovery not in DISCOVERY_KINDS:
             raise SettingsError(f"setting 'discovery' must be 'dns' or 'kubernetes', got {self.discovery!r}")
         if self.discovery == "kubernetes" and not self.kubernetes_label_selector:

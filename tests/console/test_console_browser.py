@@ -1,0 +1,106 @@
+"""The web console in a real headless browser, against member processes running a streaming job.
+
+Given a 2-member local cluster running a windowed streaming job with
+snapshots, a person at the console is refused with a wrong token, logs in
+with the right one, finds the job in the jobs list, opens it, sees every
+vertex of its DAG drawn in the SVG and a rate that changes while the job
+runs, suspends it and sees it SUSPENDED, and resumes it and sees it RUNNING
+again. The expected vertex names are read from the job's DOT, not from the
+JSON the console draws.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+from jetlet import AggregateOperations, JobConfig, ProcessingGuarantee
+from jetlet.local_cluster import local_cluster
+from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
+from jetlet.testing import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+JOB_NAME = "clicks-per-user"
+
+
+def _clicks_per_user() -> Pipeline:
+    """Events stamped with the wall clock, counted per user in one-second windows (forever)."""
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(300, lambda seq: (f"user-{seq % 13}", int(time.time() * 1000))))
+        .with_timestamps(lambda event: event[1], 200)
+        .grouping_key(lambda event: event[0])
+        .window(WindowDefinition.tumbling(1000))
+        .aggregate(AggregateOperations.counting())
+        .write_to(Sinks.noop())
+    )
+    return p
+
+
+def _health(address: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://{address}/health", timeout=10) as answer:
+        body: dict[str, Any] = json.loads(answer.read())
+    return body
+
+
+def test_a_person_logs_in_watches_a_job_and_suspends_and_resumes_it(browser: Any, request: Any) -> None:
+    with local_cluster(2) as client:
+        job = client.new_job(
+            _clicks_per_user(),
+            JobConfig(
+                name=JOB_NAME,
+                processing_guarantee=ProcessingGuarantee.EXACTLY_ONCE,
+                snapshot_interval_millis=1000,
+            ),
+        )
+        vertex_names = re.findall(r'^\t"([^"]+)" \[localParallelism', job.dag_dot, re.MULTILINE)
+        address = client.addresses[0]
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.set_default_timeout(20_000)
+
+        # given the console, when logging in with a wrong token, then it is refused, and counted
+        page.goto(f"http://{address}/console/")
+        page.fill("#token", "not-the-token")
+        page.click("#login-form button")
+        page.wait_for_selector("#message:has-text('wrong token')")
+        assert page.is_hidden("#logged-in")
+        assert _health(address)["refused"]["refused_console_login"] == 1
+
+        # when logging in with the cluster's token, then the jobs list shows the job running
+        page.fill("#token", client.token)
+        page.click("#login-form button")
+        page.wait_for_selector("#logged-in:not([hidden])")
+        page.click("nav a[data-nav=jobs]")
+        row = page.locator(f"tr[data-job='{JOB_NAME}']")
+        row.locator("[data-status=RUNNING]").wait_for()
+
+        # when opening the job, then its DAG shows every vertex, and a rate that changes
+        row.locator("a").click()
+        for name in vertex_names:
+            page.locator(f"svg.dag g.vertex[data-vertex='{name}']").wait_for()
+        drawn = page.locator("svg.dag g.vertex text.name").all_text_contents()
+        assert sorted(drawn) == sorted(vertex_names)
+        source_rate = page.locator(f"svg.dag text[data-rate='{vertex_names[0]}']")
+        wait_until(lambda: source_rate.text_content().endswith("/s"), "a first rate of the source", 20)
+        first = source_rate.text_content()
+        wait_until(lambda: source_rate.text_content() != first, f"the rate to change from {first}", 20)
+        wait_until(lambda: page.locator("dd[data-fact='Last snapshot']").text_content() != "—", "a snapshot")
+        if request.config.getoption("--console-screenshot"):
+            page.screenshot(path=request.config.getoption("--console-screenshot"), full_page=True)
+
+        # when suspending it, then the page shows it SUSPENDED, without a reload
+        page.click("h1 button[data-action=suspend]")
+        page.locator("h1 [data-status=SUSPENDED]").wait_for()
+        assert job.status.value == "SUSPENDED"
+
+        # when resuming it, then RUNNING again
+        page.click("h1 button[data-action=resume]")
+        page.locator("h1 [data-status=RUNNING]").wait_for()
+        wait_until(lambda: job.status.value == "RUNNING", "the job running again", 20)
+        job.cancel()
