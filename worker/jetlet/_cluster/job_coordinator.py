@@ -234,7 +234,7 @@ class JobCoordinator:
         if entry.snapshots_enabled:
             self._snapshots.schedule(entry)
 
-    def _start_failed(self, entry: JobEntry, execution_id: int, problems: list[str], trace: str) -> None:
+    def _start_failed(self, entry: JobEntry, execution_id: int, problems: list[str], trace: str = "") -> None:
         entry.failure = "the job could not start: " + "; ".join(problems)
         entry.failure_traceback = trace
         self._executions.pop(execution_id, None)
