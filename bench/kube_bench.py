@@ -36,8 +36,10 @@ Every time is wall time from just before the ``kubectl`` command to the first
 poll (every 50 ms, through the API server or the member's REST API) that sees
 the condition, so the figures include kubectl's own start (about the same in
 a row and its baseline). Between rounds everything is deleted and the next
-round starts once no pod is left. Reported: median and max over the rounds,
-and the ratio of medians to the baseline measured in the same run.
+round starts once no pod is left; the member pods' output of each round is
+kept in ``bench/out/kube_bench/`` (and the evidence of a failed round).
+Reported: median and max over the rounds, and the ratio of medians to the
+baseline measured in the same run.
 
 The bench needs the harness's binaries (``make kube-bins``); without them it
 raises :class:`_common.BenchSkipped` with the reason (``run_all`` keeps the
@@ -461,6 +463,13 @@ class _Round:
             parts.append(f"--- {name} {ip} /ready: {ready}\n{log[-8000:]}")
         return "\n".join(parts)
 
+    def save_logs(self) -> None:
+        """The member pods' output (latest incarnations) into ``bench/out/kube_bench/`` (raw output)."""
+        OUT.mkdir(parents=True, exist_ok=True)
+        for pod in self._pods("app.kubernetes.io/instance=jet"):
+            name = pod["metadata"]["name"]
+            (OUT / f"round-{self.index + 1}-{name}.log").write_text(self.kube.pod_log(self.ns, name))
+
     def clean(self) -> None:
         self.kube.kubectl(
             *("delete", "jj,jc", "--all", "--wait=true", "--timeout=90s"),
@@ -514,6 +523,7 @@ def measure(repeats: int) -> tuple[list[Round], float, list[str]]:
             rounds.append(one.result)
             _progress(f"  {one.result}")
             try:
+                one.save_logs()
                 one.clean()
             except Exception as exc:
                 notes.append(f"cleaning up after round {index + 1} failed, no more rounds: {exc}"[:400])
