@@ -255,6 +255,7 @@ class LocalCluster:
             "--token-file", str(self._workdir / "token"),
             "--secret-file", str(self._workdir / "secret"),
             "--ready-file", str(self._workdir / f"{name}.ready"),
+            "--parent-pid", str(os.getpid()),
             *(["--members", seeds] if seeds else []),
             *self.member_args,
         ]  # fmt: skip

@@ -345,8 +345,18 @@ class Member:
             self._refresh_table()
             await self._send(outgoing)
             self._watch_seeds()
+            self._watch_parent()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), _TICK_S)
+
+    def _watch_parent(self) -> None:
+        """With ``parent_pid``: stop at once (no graceful leave) when that process is gone."""
+        parent = self.config.parent_pid
+        if parent and os.getppid() != parent and not self.stopping.is_set():
+            _log.warning(
+                "member %s: the process that started it (%d) is gone: stopping", self.config.name, parent
+            )
+            self.stopping.set()
 
     async def run(self) -> None:
         config = self.config

@@ -83,6 +83,13 @@ class MemberSettings:
     """Port of the REST API (0: any free port)."""
     data_port: int = 5701
     """Port of the member-to-member data connections (0: any free port)."""
+    metrics_port: int = 0
+    """Port of the Prometheus ``/metrics`` endpoint (0: any free port, shown in ``/cluster`` and the
+    start-up line; -1: not served). A pod sets a fixed one (e.g. 9701) for its ServiceMonitor."""
+    metrics_token_file: str = ""
+    """File holding a bearer token that ``/metrics`` requires (empty: none, as Prometheus scrapes)."""
+    metrics_token: str = dataclasses.field(default="", repr=False)
+    """The ``/metrics`` bearer token itself (prefer ``metrics_token_file``)."""
     advertise_host: str = ""
     """The host other members and clients should dial (empty: ``host``)."""
     members: tuple[str, ...] = ()
@@ -117,6 +124,9 @@ class MemberSettings:
     a command line is visible to every user of the machine)."""
     ready_file: str = ""
     """Where the member writes its bound addresses as JSON once it serves."""
+    parent_pid: int = 0
+    """Stop at once when the process with this id is no longer this member's parent (0: never): a
+    local cluster sets it, so that its members do not outlive the program that started them."""
     tls_cert_file: str = ""
     """PEM certificate of this member: with ``tls_key_file``, both ports use TLS."""
     tls_key_file: str = ""
@@ -161,6 +171,10 @@ class MemberSettings:
         for name in _POSITIVE:
             if getattr(self, name) < 1:
                 raise SettingsError(f"setting {name!r} must be >= 1, got {getattr(self, name)!r}")
+        if not -1 <= self.metrics_port <= 65535:
+            raise SettingsError(
+                f"setting 'metrics_port' must be a port in [0, 65535] or -1 (none), got {self.metrics_port}"
+            )
         for name in ("rest_port", "data_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise SettingsError(
@@ -207,6 +221,10 @@ class MemberSettings:
     def read_secret(self) -> bytes:
         """The cluster secret from ``secret`` or ``secret_file``; empty bytes if neither is set."""
         return _read_text("secret", self.secret, self.secret_file).encode()
+
+    def read_metrics_token(self) -> str:
+        """The ``/metrics`` bearer token from ``metrics_token`` or ``metrics_token_file``; empty: none."""
+        return _read_text("metrics_token", self.metrics_token, self.metrics_token_file)
 
     def read_token(self) -> str:
         """The REST bearer token from ``token`` or ``token_file``; empty if neither is set."""
