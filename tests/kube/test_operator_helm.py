@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubeharness import ApiError, KubeCluster, default_bin_dir, ensure_binaries
+from kubeharness import KubeCluster, default_bin_dir, ensure_binaries
 
 from jetlet.testing import wait_until
 
@@ -38,7 +38,10 @@ pytestmark = pytest.mark.kube
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "jetlet"
 RELEASE = "jetlet-operator"
-SELECTOR = f"app.kubernetes.io/name=jetlet-operator,app.kubernetes.io/instance={RELEASE}"
+"""The release name of the rendering tests, the one the docs and operator/deploy/ use."""
+LIVE = "jetlet-live"
+"""The installed release: its cluster-scoped ClusterRole must not meet rbac.yaml's (other tests apply it)."""
+SELECTOR = f"app.kubernetes.io/name=jetlet-operator,app.kubernetes.io/instance={LIVE}"
 HELM_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 
 
@@ -202,7 +205,7 @@ def release(kube: KubeCluster) -> Iterator[Release]:
     try:
         installed.install_output = installed.helm(
             "install",
-            RELEASE,
+            LIVE,
             str(CHART),
             "--set",
             f"watchNamespaces={{{ns}}}",
@@ -215,7 +218,7 @@ def release(kube: KubeCluster) -> Iterator[Release]:
     finally:
         # JetClusters carry kopf's finalizer: delete them while the operator runs
         kube.kubectl("delete", "jc", "--all", "--wait=true", "--timeout=60s", namespace=ns, check=False)
-        kube.helm("uninstall", RELEASE, "--namespace", ns, "--wait", "--timeout=60s")
+        kube.helm("uninstall", LIVE, "--namespace", ns, "--wait", "--timeout=60s")
         kube.delete_namespace(ns)
 
 
@@ -225,14 +228,14 @@ def test_helm_install_runs_the_operator_ready_with_its_healthz(kube: KubeCluster
     assert f"It watches the namespace(s) {ns}." in release.install_output
     pod = release.ready_pod()
     container = pod["spec"]["containers"][0]
-    assert container["image"] == "jetlet-operator:dev" and pod["spec"]["serviceAccountName"] == RELEASE
+    assert container["image"] == "jetlet-operator:dev" and pod["spec"]["serviceAccountName"] == LIVE
     with urllib.request.urlopen(
         f"http://{pod['status']['podIP']}:{release.port}/healthz", timeout=5
     ) as answer:
         assert answer.status == 200
         assert json.loads(answer.read()) == {"api": True}
     # the operator's process talks to the API server as the chart's ServiceAccount, nothing more
-    assert _api_user_of(kube, pod) == f"system:serviceaccount:{ns}:{RELEASE}"
+    assert _api_user_of(kube, pod) == f"system:serviceaccount:{ns}:{LIVE}"
 
 
 def _api_user_of(kube: KubeCluster, pod: dict[str, Any]) -> str:
@@ -283,7 +286,7 @@ def test_helm_upgrade_with_another_log_level_rolls_the_deployment(
     ns = release.namespace
     before = release.ready_pod()
     kube.apply(_jet_cluster(), namespace=ns)
-    release.helm("upgrade", RELEASE, str(CHART), "--reuse-values", "--set", "logLevel=DEBUG")
+    release.helm("upgrade", LIVE, str(CHART), "--reuse-values", "--set", "logLevel=DEBUG")
     wait_until(
         lambda: [p["metadata"]["uid"] for p in release.pods()] not in ([], [before["metadata"]["uid"]]),
         "a new operator pod",
@@ -293,7 +296,7 @@ def test_helm_upgrade_with_another_log_level_rolls_the_deployment(
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     env = {e["name"]: e.get("value") for e in after["spec"]["containers"][0]["env"]}
     assert env["JETLET_OPERATOR_LOG_LEVEL"] == "DEBUG"
-    deployment = kube.api().get(f"/apis/apps/v1/namespaces/{ns}/deployments/{RELEASE}")
+    deployment = kube.api().get(f"/apis/apps/v1/namespaces/{ns}/deployments/{LIVE}")
     assert deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
     # the new operator still answers for the cluster: a resize is carried out
     kube.kubectl("scale", "jc/jet", "--replicas=2", namespace=ns)
@@ -312,16 +315,15 @@ def test_helm_uninstall_removes_the_deployment_and_the_rbac(kube: KubeCluster, r
     ns = release.namespace
     release.ready_pod()
     kube.kubectl("delete", "jc", "--all", "--wait=true", "--timeout=60s", namespace=ns)
-    release.helm("uninstall", RELEASE, "--wait", "--timeout=60s")
     api = kube.api()
-    gone = [
-        f"/apis/apps/v1/namespaces/{ns}/deployments/{RELEASE}",
-        f"/api/v1/namespaces/{ns}/serviceaccounts/{RELEASE}",
-        f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{RELEASE}",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/{RELEASE}",
+    installed = [
+        f"/apis/apps/v1/namespaces/{ns}/deployments/{LIVE}",
+        f"/api/v1/namespaces/{ns}/serviceaccounts/{LIVE}",
+        f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{LIVE}",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/{LIVE}",
     ]
-    assert {path: api.get_or_none(path) for path in gone} == dict.fromkeys(gone)
+    assert all(api.get_or_none(path) for path in installed)
+    release.helm("uninstall", LIVE, "--wait", "--timeout=60s")
+    assert {path: api.get_or_none(path) for path in installed} == dict.fromkeys(installed)
     wait_until(lambda: not release.pods(), "the operator pod is gone", timeout=60)
-    with pytest.raises(ApiError) as refused:
-        api.get(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{RELEASE}")
-    assert refused.value.status == 404
+    assert api.get_or_none(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{LIVE}") is None
