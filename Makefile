@@ -5,7 +5,7 @@ PYTHON ?= python3
 
 SRC_DIRS := worker operator tests bench examples
 
-.PHONY: run test bench lint format clean kube-bins kube-up kube-down
+.PHONY: run test bench lint format clean kube-bins kube-up kube-down chromium
 
 # The Kubernetes control plane of tests/kube, built from Go modules (docs/testing-on-kubernetes.md).
 KUBE_VERSION := v1.36.3
@@ -34,7 +34,7 @@ $(VENV)/.stamp-test: pyproject.toml
 run: $(VENV)/.stamp-run
 	$(VENV)/bin/jetlet demo
 
-test: $(VENV)/.stamp-test kube-bins
+test: $(VENV)/.stamp-test kube-bins chromium
 	$(VENV)/bin/ruff check $(SRC_DIRS)
 	$(VENV)/bin/ruff format --check $(SRC_DIRS)
 	$(VENV)/bin/mypy
@@ -47,6 +47,20 @@ kube-bins: $(KUBE_BIN_DIR)/.stamp
 
 $(KUBE_BIN_DIR)/.stamp:
 	tests/kube/tools/build.sh $(KUBE_BIN_DIR)
+
+# The web console's browser test (tests/console) drives Debian's chromium through Playwright (never
+# `playwright install`: that downloads a browser of its own). Installed here when missing and root;
+# otherwise the test fails saying how to install it.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+		else \
+			echo "make test: no $(CHROMIUM): the console's browser test will fail;" \
+				"install it with: sudo apt-get install -y chromium" >&2; \
+		fi; \
+	fi
 
 kube-up: $(VENV)/.stamp-test kube-bins
 	cd tests/kube && $(abspath $(VENV))/bin/python -m kubeharness up

@@ -77,6 +77,16 @@ def test_given_a_wrong_token_when_logging_in_then_refused_clearly_counted_and_no
     assert server.request("GET", "/health")[1]["refused"]["refused_console_login"] == 1
 
 
+def test_given_many_wrong_logins_then_the_address_waits_even_with_the_right_token(server: Server) -> None:
+    burst = server.server.app[console_auth.AUTH_KEY].limiter.burst
+    for _ in range(burst):
+        assert server.request("POST", "/console/login", {"token": "guess"}, Origin=server.origin)[0] == 401
+    status, body, response = server.request("POST", "/console/login", {"token": TOKEN}, Origin=server.origin)
+    assert status == 429 and "too many failed logins" in body["error"]
+    assert int(response.getheader("Retry-After", "0")) >= 1 and response.getheader("Set-Cookie") is None
+    assert server.request("GET", "/jobs", Authorization=f"Bearer {TOKEN}")[0] == 429  # one limiter for both
+
+
 def test_given_the_right_token_then_an_httponly_strict_cookie_and_a_session(server: Server) -> None:
     status, body, response = server.request("POST", "/console/login", {"token": TOKEN}, Origin=server.origin)
     cookie = response.getheader("Set-Cookie", "")

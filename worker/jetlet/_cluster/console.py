@@ -24,6 +24,7 @@ counted as ``refused_console_login``.
 from __future__ import annotations
 
 import importlib.resources
+import math
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -85,7 +86,10 @@ async def _login(request: web.Request) -> web.StreamResponse:
     except console_auth.Refused as exc:
         if exc.status == 401:
             req.counted(request, "refused_console_login")
-        return req.error_response(exc.status, str(exc))
+        response = req.error_response(exc.status, str(exc))
+        if exc.retry_after_s:
+            response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        return response
 
 
 async def _logout(request: web.Request) -> web.StreamResponse:

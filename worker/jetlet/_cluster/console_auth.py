@@ -6,7 +6,11 @@ A browser cannot be trusted with the REST API's bearer token in script
 reach, so the console trades it once for a session. ``POST /console/login``
 with ``{"token": ...}`` compares the token with the cluster's in constant
 time; a wrong one is answered ``401`` with a message that says so, counted
-(``refused_console_login`` in ``/health``) and logged. A right one creates
+(``refused_console_login`` in ``/health``) and logged, and it takes a token
+from the REST API's limiter of failed authentications
+(:mod:`~jetlet._cluster.auth_limiter`, shared with the bearer check): an
+address past its burst is answered ``429`` with ``Retry-After`` before its
+token is even compared. A right one creates
 a :class:`Session`: a random id (32 bytes from :mod:`secrets`) and a random
 CSRF token, held in this member's memory only (:class:`Sessions`; a
 member's restart logs everyone out, and each member has its own). The id
@@ -44,7 +48,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from jetlet._cluster import settings
+from jetlet._cluster import auth_limiter, settings
 
 _log = logging.getLogger(__name__)
 
@@ -64,9 +68,10 @@ READ_ONLY_ROUTES = frozenset(
 class Refused(Exception):
     """The request is refused: ``status`` and a message for the person at the console."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after_s: float = 0.0) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after_s = retry_after_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +123,8 @@ class ConsoleAuth:
     anonymous: str = "none"
     """``none`` or ``read-only`` (the member setting ``console_anonymous``)."""
     sessions: Sessions = dataclasses.field(default_factory=Sessions)
+    limiter: auth_limiter.FailureLimiter = dataclasses.field(default_factory=auth_limiter.FailureLimiter)
+    """Failed logins per address (the REST application passes the one its bearer check uses)."""
 
     def __post_init__(self) -> None:
         if self.anonymous not in settings.CONSOLE_ANONYMOUS_CHOICES:
@@ -176,8 +183,13 @@ def login(request: web.Request, token: str) -> web.Response:
     """Answer a login with ``token``: the session cookie and the CSRF token, or :class:`Refused`."""
     check_same_origin(request)
     auth = request.app[AUTH_KEY]
+    address = request.remote or ""
+    delay = auth.limiter.allow(address)
+    if delay is not None:
+        raise Refused(429, "too many failed logins from this address: wait and try again", delay)
     if not token or not hmac.compare_digest(token.encode(), auth.token.encode()):
-        _log.warning("console: refused a login from %s: wrong token", request.remote)
+        auth.limiter.failed(address)
+        _log.warning("console: refused a login from %s: wrong token", address)
         raise Refused(401, "wrong token: log in with the cluster's REST token (the member's --token-file)")
     session = auth.sessions.create()
     response = web.json_response({"logged_in": True, "csrf": session.csrf, "anonymous": auth.anonymous})

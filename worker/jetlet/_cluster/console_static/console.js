@@ -259,25 +259,29 @@ function jobsView() {
 
 // ----------------------------------------------------------------------------- the job view
 
-// Per vertex, summed over members and processors, from either shape of /jobs/<id>/metrics:
-// {"member/vertex#index": {name: value}} or a list of {name, labels: {vertex...}, value} samples.
-function vertexMetrics(metrics) {
+// Per vertex, summed over members, processors and ordinals, from /jobs/<id>/metrics: its samples
+// ([{name, labels: {vertex, member, proc...}, value}]), or else its older {"member/vertex#i": {name: value}}.
+// The watermark is the lowest over the processors; "processors" counts the (member, proc) pairs.
+function vertexMetrics(body) {
   const out = {};
-  const add = (vertex, name, value) => {
+  const add = (vertex, name, value, processor) => {
     if (typeof value !== "number") return;
-    const v = (out[vertex] ||= { wm: null });
+    const v = (out[vertex] ||= { wm: null, processors: new Set() });
+    if (processor) v.processors.add(processor);
     if (name === "topObservedWm" || name === "coalescedWm" || name === "lastForwardedWm") {
       if (value > -9e18) v.wm = v.wm === null ? value : Math.min(v.wm, value);
     } else {
       v[name] = (v[name] || 0) + value;
     }
   };
-  if (Array.isArray(metrics)) {
-    for (const s of metrics) if (s.labels && s.labels.vertex) add(s.labels.vertex, s.name, s.value);
+  if (Array.isArray(body.samples)) {
+    for (const { name, labels, value } of body.samples) {
+      if (labels && labels.vertex) add(labels.vertex, name, value, labels.proc === undefined ? null : `${labels.member}/${labels.proc}`);
+    }
   } else {
-    for (const [key, values] of Object.entries(metrics || {})) {
-      const match = /^[^/]*\/(.*)#\d+$/.exec(key);
-      if (match) for (const [name, value] of Object.entries(values)) add(match[1], name, value);
+    for (const [key, values] of Object.entries(body.metrics || {})) {
+      const match = /^([^/]*\/(.*))#\d+$/.exec(key);
+      if (match) for (const [name, value] of Object.entries(values)) add(match[2], name, value, key);
     }
   }
   return out;
@@ -291,7 +295,7 @@ function layout(graph) {
   }
   const rows = [];
   for (const v of graph.vertices) (rows[rank[v.name]] ||= []).push(v.name);
-  const W = 270, H = 78, GAP_X = 36, GAP_Y = 44;
+  const W = 300, H = 96, GAP_X = 36, GAP_Y = 44;
   const widest = Math.max(...rows.map((r) => r.length));
   const width = widest * (W + GAP_X) + GAP_X;
   const at = {};
@@ -325,18 +329,19 @@ function drawDag(graph) {
     const { x, y } = at[v.name];
     const rate = h("svg:text", { class: "rate", x: x + 10, y: y + 40, "data-rate": v.name }, "");
     const detail = h("svg:text", { class: "detail", x: x + W - 10, y: y + 40, "text-anchor": "end" }, "");
-    const queue = h("svg:rect", { class: "queue", x: x + 10, y: y + 64, width: 0, height: 6, rx: 2 });
-    const parallelism = v.local_parallelism === null ? "parallelism: default" : `parallelism: ${v.local_parallelism}`;
+    const queue = h("svg:rect", { class: "queue", x: x + 10, y: y + 82, width: 0, height: 6, rx: 2 });
+    const localParallelism = v.local_parallelism === null ? "parallelism: default" : `parallelism: ${v.local_parallelism}`;
     svg.append(h("svg:g", { class: "vertex", "data-vertex": v.name },
       h("svg:rect", { class: "box", x, y, width: W, height: H, rx: 8 }),
       h("svg:text", { class: "name", x: x + 10, y: y + 20 }, v.name),
-      h("svg:text", { class: "detail", x: x + W - 10, y: y + 58, "text-anchor": "end" }, parallelism),
+      h("svg:text", { class: "detail", x: x + 10, y: y + 74, "data-parallelism": v.name }, localParallelism),
       rate, detail,
       h("svg:text", { class: "detail", x: x + 10, y: y + 58, "data-lag": v.name }, ""),
-      h("svg:rect", { class: "queue-bg", x: x + 10, y: y + 64, width: W - 20, height: 6, rx: 2 }),
+      h("svg:rect", { class: "queue-bg", x: x + 10, y: y + 82, width: W - 20, height: 6, rx: 2 }),
       queue));
     const lag = svg.lastChild.querySelector("[data-lag]");
-    boxes[v.name] = { rate, detail, lag, queue, sink: !graph.edges.some((e) => e.source === v.name) };
+    const parallelism = svg.lastChild.querySelector("[data-parallelism]");
+    boxes[v.name] = { rate, detail, lag, queue, parallelism, localParallelism, sink: !graph.edges.some((e) => e.source === v.name) };
   }
   return { svg, boxes, W };
 }
@@ -374,9 +379,9 @@ function jobView(id) {
   async function pollMetrics() {
     if (!dag || !job || (previous && !["RUNNING", "STARTING", "COMPLETING"].includes(job.status))) return;
     try {
-      const { metrics } = await api(`/jobs/${id}/metrics`);
+      const body = await api(`/jobs/${id}/metrics`);
       const now = performance.now();
-      const current = vertexMetrics(metrics);
+      const current = vertexMetrics(body);
       for (const [name, box] of Object.entries(dag.boxes)) {
         const m = current[name] || {};
         const count = box.sink ? m.receivedCount : m.emittedCount;
@@ -387,6 +392,8 @@ function jobView(id) {
         }
         box.rate.textContent = rate === null || job.status !== "RUNNING" ? "" : `${fmtCount(rate)}/s`;
         box.detail.textContent = `${fmtCount(count || 0)} items ${box.sink ? "in" : "out"}`;
+        const processors = m.processors ? m.processors.size : 0;
+        box.parallelism.textContent = box.localParallelism + (processors ? ` · ${processors} processors` : "");
         const fill = m.queuesCapacity ? m.queuesSize / m.queuesCapacity : 0;
         const parts = [];
         if (m.wm !== null && m.wm !== undefined) {
