@@ -292,15 +292,10 @@ async def _observable(request: web.Request) -> web.Response:
 
 
 async def _membership(request: web.Request) -> web.Response:
-    state = request.app[req.STATE_KEY]
-    if state.membership is None:
+    handler = request.app[req.STATE_KEY].membership
+    if handler is None:
         return req.error_response(404, "this server takes no part in a cluster's membership")
-    message = await req.json_body(request)
-    signature = request.headers.get(membership_auth.HEADER, "")
-    refused = membership_auth.verify(state.membership_secret, await request.read(), signature, _now_ms())
-    if refused is not None:
-        return req.error_response(403, refused)
-    await state.membership(message)
+    await handler(await req.json_body(request))
     return web.json_response({"ok": True})
 
 
@@ -440,19 +435,14 @@ def create_app(
     membership: req.MembershipHandler | None = None,
     readiness: req.ReadinessReport | None = None,
     console_anonymous: str = "none",
-    membership_secret: bytes = b"",
 ) -> web.Application:
     """The REST application; ``token`` must be non-empty; without ``readiness`` ``/ready`` is always 200;
     ``console_anonymous="read-only"`` lets the console show the cluster and jobs without a login."""
     if not token:
         raise ValueError("the REST API needs a non-empty bearer token")
-    if membership is not None and not membership_secret:
-        raise ValueError("membership messages need the cluster secret to check their signatures")
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=max_body)
     pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
-    app[req.STATE_KEY] = req.State(
-        service, cluster_info, token, max_body, pool, membership, readiness, membership_secret=membership_secret
-    )
+    app[req.STATE_KEY] = req.State(service, cluster_info, token, max_body, pool, membership, readiness)
     limiter = auth_limiter.FailureLimiter()  # bad bearer tokens and wrong console logins alike
     app[LIMITER_KEY] = limiter
     app[console_auth.AUTH_KEY] = console_auth.ConsoleAuth(token, console_anonymous, limiter=limiter)
