@@ -177,6 +177,15 @@ class JobEntry:
         )
 
 
+JOB_COUNTS = ("jobs.submitted", "jobs.executionStarted", "jobs.completedSuccessfully", "jobs.completedWithFailure")
+"""The names of :attr:`JobTable.counts` (Jet's)."""
+_COUNTED_STATUS = {
+    Status.STARTING: "jobs.executionStarted",
+    Status.COMPLETED: "jobs.completedSuccessfully",
+    Status.FAILED: "jobs.completedWithFailure",
+}
+
+
 class JobTable:
     """Every job the coordinator knows; the only place where a job's status changes."""
 
@@ -190,10 +199,15 @@ class JobTable:
         self._events = events
         self._persist = persist
         self._now_ms = now_ms
+        self.counts = dict.fromkeys(JOB_COUNTS, 0)
+        """Jet's cluster metrics, counted by this member while it coordinates: jobs submitted here,
+        executions started, jobs completed successfully or with a failure."""
 
     def add(self, entry: JobEntry, persist: bool = True) -> None:
+        """A job submitted to this coordinator (``persist``) or loaded by a take-over (not counted)."""
         self._entries[entry.id] = entry
         if persist:
+            self.counts["jobs.submitted"] += 1
             self._persist(entry)
 
     def clear(self) -> None:
@@ -231,6 +245,9 @@ class JobTable:
                 f"job {entry.name!r} cannot go from {previous.value} to {status.value}"
             )
         entry.status = status
+        counted = _COUNTED_STATUS.get(status)
+        if counted is not None:
+            self.counts[counted] += 1
         if status in TERMINAL:
             entry.completion_time = self._now_ms()
         if status is Status.RUNNING:

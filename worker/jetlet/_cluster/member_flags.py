@@ -38,7 +38,7 @@ from jetlet import config
 from jetlet._cluster import settings
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_SECRETS = frozenset({"secret", "token"})
+_SECRETS = frozenset({"secret", "token", "metrics_token"})
 
 
 @functools.cache
@@ -100,7 +100,12 @@ def log_level(text: str) -> int:
 
 def busy_port(config: settings.MemberSettings) -> str | None:
     """A one-line message naming the flag of a port another process listens on, or None."""
-    for flag, port in (("--rest-port", config.rest_port), ("--data-port", config.data_port)):
+    ports = (
+        ("--rest-port", config.rest_port),
+        ("--data-port", config.data_port),
+        ("--metrics-port", max(config.metrics_port, 0)),
+    )
+    for flag, port in ports:
         if not port:
             continue
         with socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET) as probe:

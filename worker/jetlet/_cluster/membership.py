@@ -62,6 +62,8 @@ class MemberInfo:
     start_time: int
     """Milliseconds since the epoch when the member process started."""
     uuid: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
+    metrics_address: str = ""
+    """Where the member serves Prometheus ``/metrics`` (empty: it does not)."""
 
     @property
     def age_key(self) -> tuple[int, str]:
@@ -78,6 +80,7 @@ class MemberInfo:
             rest_address=str(data["rest_address"]),
             start_time=int(data["start_time"]),
             uuid=str(data["uuid"]),
+            metrics_address=str(data.get("metrics_address", "")),  # absent from older members
         )
 
 
@@ -328,6 +331,7 @@ class Membership:
                     "name": m.name,
                     "data_address": m.data_address,
                     "rest_address": m.rest_address,
+                    "metrics_address": m.metrics_address,
                     "is_coordinator": m.name == coordinator,
                 }
                 for m in self.member_list.members
