@@ -177,7 +177,12 @@ class JobEntry:
         )
 
 
-JOB_COUNTS = ("jobs.submitted", "jobs.executionStarted", "jobs.completedSuccessfully", "jobs.completedWithFailure")
+JOB_COUNTS = (
+    "jobs.submitted",
+    "jobs.executionStarted",
+    "jobs.completedSuccessfully",
+    "jobs.completedWithFailure",
+)
 """The names of :attr:`JobTable.counts` (Jet's)."""
 _COUNTED_STATUS = {
     Status.STARTING: "jobs.executionStarted",
