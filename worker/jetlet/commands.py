@@ -613,18 +613,22 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def _wait(submitted: client_mod.RemoteJob) -> int:
     """``submit --wait``: the job's progress on stderr until it ends; Ctrl-C asks: cancel or detach?"""
+    try:
+        return _follow(submitted)
+    except KeyboardInterrupt:
+        return _interrupted(submitted)
+
+
+def _follow(submitted: client_mod.RemoteJob) -> int:
     from jetlet import progress
 
     tty = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
-    width = shutil.get_terminal_size().columns
-    screen = progress.Screen(sys.stderr, submitted.name, tty, width)
+    screen = progress.Screen(sys.stderr, submitted.name, tty, shutil.get_terminal_size().columns)
     try:
         try:
             progress.follow(submitted, screen, PROGRESS_POLL_S if tty else PLAIN_PROGRESS_S)
         finally:
             screen.close()
-    except KeyboardInterrupt:
-        return _interrupted(submitted)
     except errors.JobCancelledError:
         print(f"jetlet: job {submitted.name} was cancelled", file=sys.stderr)
         return FAILED
