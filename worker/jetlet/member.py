@@ -74,6 +74,7 @@ from jetlet._cluster import (
     logs,
     member_flags,
     membership,
+    membership_auth,
     partition_table,
     readiness,
     rest,
@@ -253,10 +254,15 @@ class Member:
             address = target.rest_address if target is not None else out.address
             if not address:
                 continue
+            body = json.dumps(out.message).encode()
+            headers = {
+                "Content-Type": "application/json",
+                membership_auth.HEADER: membership_auth.sign(self.secret, body, int(time.time() * 1000)),
+            }
             try:
                 url = f"{self._scheme}://{address}/membership"
                 async with self._session.post(
-                    url, json=out.message, ssl=self._client_ssl or True
+                    url, data=body, headers=headers, ssl=self._client_ssl or True
                 ) as response:
                     await response.read()
                     if response.status == 401 and target is None:
@@ -417,6 +423,7 @@ class Member:
             self.on_membership,
             self.ready,
             config.console_anonymous,
+            membership_secret=self.secret,
         )
         runner, (_, rest_port) = await rest.start_site(app, host, config.rest_port, self._server_ssl)
         metrics_runner, metrics_address = await self._serve_metrics(host, advertised)
@@ -449,7 +456,9 @@ class Member:
             info.rest_address,
             data_host,
             data_port,
-            f"http{'s' if self._server_ssl else ''}://{metrics_address}/metrics" if metrics_address else "none",
+            f"http{'s' if self._server_ssl else ''}://{metrics_address}/metrics"
+            if metrics_address
+            else "none",
         )
         try:
             await self.stopping.wait()

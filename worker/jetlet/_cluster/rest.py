@@ -56,6 +56,7 @@ import logging
 import math
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -69,6 +70,7 @@ from jetlet._cluster import (
     dag_graph,
     job_definition,
     job_service,
+    membership_auth,
     rest_openapi,
 )
 from jetlet._cluster import events as events_mod
@@ -292,10 +294,17 @@ async def _observable(request: web.Request) -> web.Response:
 
 
 async def _membership(request: web.Request) -> web.Response:
-    handler = request.app[req.STATE_KEY].membership
-    if handler is None:
+    state = request.app[req.STATE_KEY]
+    if state.membership is None:
         return req.error_response(404, "this server takes no part in a cluster's membership")
-    await handler(await req.json_body(request))
+    message = await req.json_body(request)
+    signature = request.headers.get(membership_auth.HEADER, "")
+    refused = membership_auth.verify(
+        state.membership_secret, await request.read(), signature, int(time.time() * 1000)
+    )
+    if refused is not None:
+        return req.error_response(403, refused)
+    await state.membership(message)
     return web.json_response({"ok": True})
 
 
@@ -435,14 +444,26 @@ def create_app(
     membership: req.MembershipHandler | None = None,
     readiness: req.ReadinessReport | None = None,
     console_anonymous: str = "none",
+    membership_secret: bytes = b"",
 ) -> web.Application:
     """The REST application; ``token`` must be non-empty; without ``readiness`` ``/ready`` is always 200;
     ``console_anonymous="read-only"`` lets the console show the cluster and jobs without a login."""
     if not token:
         raise ValueError("the REST API needs a non-empty bearer token")
+    if membership is not None and not membership_secret:
+        raise ValueError("membership messages need the cluster secret to check their signatures")
     app = web.Application(middlewares=[_auth_and_errors], client_max_size=max_body)
     pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
-    app[req.STATE_KEY] = req.State(service, cluster_info, token, max_body, pool, membership, readiness)
+    app[req.STATE_KEY] = req.State(
+        service,
+        cluster_info,
+        token,
+        max_body,
+        pool,
+        membership,
+        readiness,
+        membership_secret=membership_secret,
+    )
     limiter = auth_limiter.FailureLimiter()  # bad bearer tokens and wrong console logins alike
     app[LIMITER_KEY] = limiter
     app[console_auth.AUTH_KEY] = console_auth.ConsoleAuth(token, console_anonymous, limiter=limiter)

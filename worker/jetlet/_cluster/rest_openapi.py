@@ -54,6 +54,7 @@ ERROR_SCHEMA: dict[str, Any] = {
 _ERRORS = {
     "400": "Invalid request; field names the field or parameter at fault",
     "401": "Missing or wrong bearer token",
+    "403": "A membership message not signed with the cluster secret",
     "404": "No such job or snapshot",
     "409": "The job's state does not allow this operation (or a job of that name is active)",
     "413": "The request body is larger than the member's max_request_bytes",
@@ -74,6 +75,8 @@ def error_answers(method: str, path: str, public: bool) -> list[str]:
         found += ["401", "429", "503"]
     if "{job}" in path or (method == "DELETE" and path.startswith("/snapshots/")) or path == "/membership":
         found.append("404")
+    if path == "/membership":
+        found.append("403")
     if method == "POST" and (path == "/jobs" or path.rpartition("/")[2] in _STATEFUL_OPERATIONS):
         found.append("409")
     if method == "POST":

@@ -51,6 +51,8 @@ class State:
     pool: concurrent.futures.ThreadPoolExecutor
     membership: MembershipHandler | None = None
     readiness: ReadinessReport | None = None
+    membership_secret: bytes = b""
+    """The cluster secret that membership messages must be signed with (see ``membership_auth``)."""
     counters: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
 
