@@ -197,6 +197,12 @@ def add_commands(commands: Any) -> None:
         "--log-level", default="INFO", metavar="LEVEL", help="the members' log level (default INFO)"
     )
     start.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the members' log format: text, or json (one object per line, for log collectors)",
+    )
+    start.add_argument(
         "--snapshot-directory",
         default="",
         metavar="DIR",
@@ -420,7 +426,7 @@ def run_cluster_start(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc), USAGE) from exc
     log_dir = pathlib.Path(args.log_dir or tempfile.mkdtemp(prefix="jetlet-cluster-logs-"))
-    member_args = ["--log-level", args.log_level]
+    member_args = ["--log-level", args.log_level, "--log-format", args.log_format]
     if args.snapshot_directory:
         member_args += ["--snapshot-directory", args.snapshot_directory]
     cluster = LocalCluster(
