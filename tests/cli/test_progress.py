@@ -172,3 +172,8 @@ def test_follow_draws_a_failed_or_cancelled_end_then_raises(ending: BaseExceptio
     with pytest.raises(type(ending)):
         progress.follow(_FakeJob(rounds=0, ending=ending), progress.Screen(out, "fake", tty=True), 1.0)
     assert out.getvalue().startswith(f"\r{shown} [") and out.getvalue().endswith("\n")
+
+
+def test_a_narrow_terminal_gets_a_cut_line_that_still_fits() -> None:
+    line = progress.bar_line(_reading(3.0, 1500, total=3000), (500.0, 450.0), width=40)
+    assert line == "RUNNING [#####-----]  50%  1,500/3,0..." and len(line) < 40

@@ -218,7 +218,7 @@ def bar_line(reading: Reading, rates: tuple[float, float], width: int) -> str:
         filled = _percent(counts) * room // 100
         parts[0] = f"{reading.status} [{'#' * filled}{'-' * (room - filled)}] {parts[0]}"
     line = "  ".join([*parts, *tail])
-    return line if len(line) < width else line[: max(0, width - 2)] + "…"
+    return line if len(line) < width else line[: max(0, width - 4)] + "..."
 
 
 def plain_line(name: str, reading: Reading, rates: tuple[float, float]) -> str:
