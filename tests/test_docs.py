@@ -33,6 +33,9 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.pipeline.window",
     "jetlet",
     "jetlet.core.traverser",
+    "jetlet.progress",
+    "jetlet._cluster.logs",
+    "jetlet._cluster.job_coordinator",
 ]
 
 
