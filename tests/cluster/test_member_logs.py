@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from jetlet import Pipeline, Sinks, Sources, errors, records
-from jetlet._cluster import logs
+from jetlet._cluster import logs, settings
 from jetlet.config import JobConfig, ProcessingGuarantee
 from jetlet.local_cluster import LocalCluster
 from jetlet.service import ServiceFactories
@@ -222,3 +222,11 @@ def test_configure_replaces_the_root_handlers_and_names_the_member_later(tmp_pat
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+
+
+def test_the_log_format_is_a_member_setting_checked_before_the_start() -> None:
+    assert settings.load({}, environ={}).log_format == "text"
+    assert settings.load({"log_format": "json"}, environ={}).log_format == "json"
+    assert settings.load({}, environ={"JETLET_LOG_FORMAT": "json"}).log_format == "json"
+    with pytest.raises(settings.SettingsError, match="'log_format' must be 'text' or 'json', got 'xml'"):
+        settings.load({"log_format": "xml"}, environ={})
