@@ -8,6 +8,11 @@ after a warm-up) once *with* a thread scraping every member's ``/metrics`` every
 *without*, in interleaved rounds (the order alternates), and reports the medians and the cost
 (1 - with / without). The scrapes' own duration and size are reported too.
 
+On a shared machine those throughput ratios swing with the load; a figure that does not is the CPU
+time a scrape takes: the bench also runs each query embedded in its own process and times the
+collection and the text format on the scraping thread (``time.thread_time``) while the job runs.
+At one scrape a second, that time over a second is the share of a core the scrapes take.
+
 Run: ``python bench/metrics_bench.py [--repeats N]`` (N rounds, default 3); ``bench/run_all.py`` puts
 the section into RESULTS.md.
 """
@@ -24,7 +29,12 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from prometheus_client import exposition
+
 import _common
+import jetlet
+from jetlet._metrics import collector, samples, server
+from jetlet.nexmark import fast_generator
 from jetlet.nexmark.bench import jobs, throughput
 
 QUERIES = ("q1", "q5")
@@ -73,6 +83,33 @@ def _round(client: Any, addresses: list[str], query: str, scraped: bool, scrapes
     return rate
 
 
+def collection_cpu(query: str, scrapes: int = 30) -> tuple[float, int]:
+    """(median CPU seconds of one scrape on the scraping thread, series per scrape) while ``query`` runs
+    unpaced in an embedded instance."""
+    with jetlet.embedded() as jet:
+        config = fast_generator.FastConfig(base_time=int(time.time() * 1000))
+        name = f"metrics-bench-{query}"
+        pipeline = jobs.build_pipeline(
+            query, config, paced=False, slide_ms=jobs.THROUGHPUT_SLIDE_MS, list_name=name
+        )
+        job = jet.new_job(pipeline, jobs.job_config(False, name))
+        labels = {"job_id": job.id_string, "job_name": name, "execution": job.id_string, "member": "m"}
+        member = collector.MemberCollector(
+            lambda: "m", lambda: [samples.ExecutionView(labels, job.plan)], jet.service.worker_stats, dict
+        )
+        registry = server.registry(member)
+        jobs.sleep_until(time.time() + WARMUP_S)
+        times = []
+        for _ in range(scrapes):
+            started = time.thread_time()
+            exposition.generate_latest(registry)
+            times.append(time.thread_time() - started)
+            time.sleep(0.05)
+        series = len(member.measurements())
+        jobs.stop(job)
+    return statistics.median(times), series
+
+
 def main(argv: Sequence[str] = ()) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
@@ -107,6 +144,19 @@ def main(argv: Sequence[str] = ()) -> str:
         rows,
     )
     durations = sorted(scrapes.durations)
+    cpu_rows = []
+    for query in QUERIES:
+        cpu, series = collection_cpu(query)
+        cpu_rows.append([query.upper(), str(series), f"{cpu * 1000:.2f}", f"{cpu * 100:.2f} %"])
+    cpu_table = _common.markdown_table(
+        [
+            "query (embedded)",
+            "job series",
+            "CPU per scrape, ms (median of 30)",
+            "share of a core at 1 scrape/s",
+        ],
+        cpu_rows,
+    )
     load_after = os.getloadavg()[0]
     load = f"load average (1 min) {load_before:.1f} before, {load_after:.1f} after, {os.cpu_count()} CPUs"
     return (
@@ -118,7 +168,9 @@ def main(argv: Sequence[str] = ()) -> str:
         + table
         + f"\nScrapes: {len(durations)}, median {statistics.median(durations) * 1000:.1f} ms, "
         f"max {durations[-1] * 1000:.1f} ms, median {statistics.median(scrapes.sizes) / 1024:.0f} KiB "
-        f"of text per member. The machine: {load}.\n"
+        f"of text per member. The machine: {load}.\n\n"
+        "The collection's own CPU time on the scraping thread (load-independent; the job series are "
+        "Jet's metrics, the process and garbage-collector ones come on top):\n\n" + cpu_table
     )
 
 
