@@ -57,6 +57,7 @@ INBOX_LIMIT = 1024
 SINK_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Upper bounds, in seconds, of a sink's ``sinkLatency`` histogram."""
 
+_BOUND = user_metrics.BOUND
 _NO_PROGRESS = ProgressState.NO_PROGRESS
 _MADE_PROGRESS = ProgressState.MADE_PROGRESS
 
@@ -178,7 +179,7 @@ class ProcessorTasklet(Tasklet):
         state = self._state
         if state is _State.END:
             return ProgressState.WAS_ALREADY_DONE
-        user_metrics.bind(self.user_metrics)
+        _BOUND.registry = self.user_metrics  # jetlet.metrics calls in the processor's code find it
         moved, clear = self._deliver()
         if not clear:
             return _MADE_PROGRESS if moved else _NO_PROGRESS

@@ -122,17 +122,19 @@ class ProcessorMetrics:
         return list(self.metrics.values())
 
 
-_bound = threading.local()
+BOUND = threading.local()
+"""``BOUND.registry`` is the registry of the processor this thread runs now; the engine sets it before
+each tasklet call (one attribute store: cheaper than calling :func:`bind`)."""
 _unread = ProcessorMetrics()
 
 
 def bind(registry: ProcessorMetrics) -> None:
-    """Make ``registry`` the one this thread's metric calls use (the engine calls it per tasklet call)."""
-    _bound.registry = registry
+    """Make ``registry`` the one this thread's metric calls use."""
+    BOUND.registry = registry
 
 
 def _find(name: str, kind: type[Metric]) -> Metric | None:
-    registry: ProcessorMetrics = getattr(_bound, "registry", _unread)
+    registry: ProcessorMetrics = getattr(BOUND, "registry", _unread)
     found = registry.metrics.get(name)
     if found is None:
         if not _NAME.fullmatch(name):
@@ -146,7 +148,7 @@ def _find(name: str, kind: type[Metric]) -> Metric | None:
 
 
 def _register(metric: Metric) -> None:
-    registry: ProcessorMetrics = getattr(_bound, "registry", _unread)
+    registry: ProcessorMetrics = getattr(BOUND, "registry", _unread)
     registry.metrics[metric.name] = metric
 
 
