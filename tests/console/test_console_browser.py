@@ -104,3 +104,33 @@ def test_a_person_logs_in_watches_a_job_and_suspends_and_resumes_it(browser: Any
         page.locator("h1 [data-status=RUNNING]").wait_for()
         wait_until(lambda: job.status.value == "RUNNING", "the job running again", 20)
         job.cancel()
+        page.close()
+
+
+def _fails_on_bad_records() -> Pipeline:
+    def parse(order: str) -> int:
+        if not order.isdigit():
+            raise ValueError(f"order {order!r} is not a number")
+        return int(order)
+
+    p = Pipeline()
+    p.read_from(Sources.items("1", "2", "x")).map(parse).write_to(Sinks.noop())
+    return p
+
+
+def test_a_read_only_member_shows_a_failed_job_and_its_failure_without_a_login(browser: Any) -> None:
+    with local_cluster(1, ["--console-anonymous", "read-only"]) as client:
+        job = client.new_job(_fails_on_bad_records(), JobConfig(name="parse-orders"))
+        wait_until(lambda: job.status.value == "FAILED", "the job failed", 30)
+        page = browser.new_page()
+        page.set_default_timeout(20_000)
+        # given no login, when opening the jobs list, then the failed job with its failure text
+        page.goto(f"http://{client.addresses[0]}/console/#/jobs")
+        page.locator("tr[data-job='parse-orders'] [data-status=FAILED]").wait_for()
+        page.wait_for_selector("pre.failure:has-text(\"order 'x' is not a number\")")
+        # and no action can be taken: every button is disabled, the login form is still offered
+        buttons = page.locator("tr[data-job='parse-orders'] button")
+        assert buttons.count() == 5
+        assert all(buttons.nth(i).is_disabled() for i in range(buttons.count()))
+        assert page.is_visible("#login-form")
+        page.close()

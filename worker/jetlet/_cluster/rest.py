@@ -33,7 +33,10 @@ thread pool owned by the application (``jetlet-rest`` threads), so the event
 loop never blocks. ``/openapi.json`` is an OpenAPI 3 document generated from
 the route table (:mod:`~jetlet._cluster.rest_openapi`), so it lists every
 route. ``/events`` serves the job-event feed as a JSON long-poll or as
-server-sent events that ride through a coordinator take-over.
+server-sent events that ride through a coordinator take-over. When the
+application shuts down, waiting event reads answer at once (an empty page)
+and event streams end, so an open console or follower never holds up a
+member's stop.
 ``/jobs/{job}/dag`` gives the job's DAG as JSON (:mod:`~jetlet._cluster.dag_graph`).
 
 The web console (:mod:`~jetlet._cluster.console`) is served from the same
@@ -83,6 +86,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
 SSE_POLL_S = 15.0
 """How long one wait of an event stream lasts before a keep-alive comment is sent."""
+CLOSING_KEY = web.AppKey("jetlet_closing", asyncio.Event)
+"""Set when the application shuts down: event reads and streams stop waiting."""
 MAX_JOIN_WAIT_S = 30.0
 """Longest one ``join`` or observable request waits; clients repeat it to wait longer."""
 IDLE_TIMEOUT_S = 5.0
@@ -324,18 +329,23 @@ async def _events(request: web.Request) -> web.StreamResponse:
 
 
 async def _next_events(request: web.Request, since: int, timeout: float) -> events_mod.EventsPage:
-    future = req.service(request).events(since, timeout)
+    """The next page of the feed; an empty one after ``timeout`` (and some slack) or once the application
+    shuts down. The service's future is never cancelled (as a shielded wait leaves it)."""
+    page = asyncio.wrap_future(req.service(request).events(since, timeout))
+    closing = asyncio.ensure_future(request.app[CLOSING_KEY].wait())
+    waits: set[asyncio.Future[Any]] = {page, closing}
     try:
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout + 5.0)
-    except TimeoutError:
-        return events_mod.EventsPage([], since)
+        done, _ = await asyncio.wait(waits, timeout=timeout + 5.0, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closing.cancel()
+    return page.result() if page in done else events_mod.EventsPage([], since)
 
 
 async def _event_stream(request: web.Request, since: int) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     backoff = 0.1
-    while True:
+    while not request.app[CLOSING_KEY].is_set():
         try:
             page = await _next_events(request, since, SSE_POLL_S)
         except errors.ClusterUnavailableError as exc:  # a take-over: the stream rides through it
@@ -432,6 +442,10 @@ def openapi_document() -> dict[str, Any]:
     return rest_openapi.document([(method, path, summary) for method, path, _, summary in routes], public)
 
 
+async def _closing(app: web.Application) -> None:
+    app[CLOSING_KEY].set()
+
+
 async def _close_pool(app: web.Application) -> None:
     app[req.STATE_KEY].pool.shutdown(wait=True, cancel_futures=True)
 
@@ -467,6 +481,8 @@ def create_app(
     limiter = auth_limiter.FailureLimiter()  # bad bearer tokens and wrong console logins alike
     app[LIMITER_KEY] = limiter
     app[console_auth.AUTH_KEY] = console_auth.ConsoleAuth(token, console_anonymous, limiter=limiter)
+    app[CLOSING_KEY] = asyncio.Event()
+    app.on_shutdown.append(_closing)
     app.on_cleanup.append(_close_pool)
     for method, path, handler, _ in [*_ROUTES, *console.ROUTES]:
         app.router.add_route(method, path, handler)
