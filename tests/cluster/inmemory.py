@@ -135,8 +135,14 @@ class MemoryStore:
         self.events: dict[int, records.JobEvent] = {}
         self.deleted: list[str] = []
         self.exported_meta: dict[str, dict[str, Any]] = {}
+        self.offload_failure: BaseException | None = None
+        """Set: every offload fails with it (a full or broken snapshot directory)."""
+        self.save_fails = False
+        """Set: every record save fails (the grid lost the partition's replicas, say)."""
 
     def save(self, state: dict[str, Any]) -> concurrent.futures.Future[bool]:
+        if self.save_fails:
+            return done(False)
         self.states[state["id"]] = dict(state)
         return done(True)
 
@@ -157,7 +163,11 @@ class MemoryStore:
         self.deleted.append(prefix)
 
     def offload(self, job_id: int, state: dict[str, Any]) -> concurrent.futures.Future[None]:
-        return done(None)
+        if self.offload_failure is None:
+            return done(None)
+        failed: concurrent.futures.Future[None] = concurrent.futures.Future()
+        failed.set_exception(self.offload_failure)
+        return failed
 
     def forget_offloaded(self, job_id: int) -> None:
         pass

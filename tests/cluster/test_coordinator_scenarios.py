@@ -14,7 +14,7 @@ import pytest
 from inmemory import InMemoryCluster
 
 from jetlet import errors
-from jetlet._cluster import snapshot_coordinator
+from jetlet._cluster import durable, snapshot_coordinator
 from jetlet._cluster.control import Operation
 from jetlet.records import EventKind
 
@@ -127,6 +127,30 @@ def test_a_member_lost_during_a_snapshot_fails_it_and_restarts_from_the_previous
     )
     assert (init["execution_id"], 2, False) not in cluster.nodes["a"].executions.commits
     assert f"snapshot/{job.id}/2" in cluster.store.deleted
+
+
+@pytest.mark.parametrize("failing", ["offload", "record"])
+def test_a_snapshot_whose_record_was_not_kept_is_not_committed_by_the_sinks(failing: str) -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    job = cluster.submit(**SNAPSHOTS)
+    execution = running_execution(cluster, job.id)
+    # given the snapshot directory fails (full, say), or the record is not replicated
+    if failing == "offload":
+        cluster.store.offload_failure = durable.OffloadError("snapshot 1 could not be offloaded: disk full")
+    else:
+        cluster.store.save_fails = True
+    cluster.advance(1.0)
+    # then the snapshot is the job's last one, but the sinks keep its transactions pending: a
+    # restart from the record before it, or a cluster resumed from the directory, must not find
+    # its output committed
+    assert cluster.record(job.id).last_snapshot.id == 1  # type: ignore[union-attr]
+    assert (execution, 1, False) in cluster.nodes["a"].executions.commits
+    assert (execution, 1, True) not in cluster.nodes["a"].executions.commits
+    # when it works again, the next snapshot commits (and takes the pending ones along)
+    cluster.store.offload_failure = None
+    cluster.store.save_fails = False
+    cluster.advance(1.0)
+    assert (execution, 2, True) in cluster.nodes["a"].executions.commits
 
 
 def test_a_member_lost_during_a_restart_starts_the_job_again_on_the_rest() -> None:

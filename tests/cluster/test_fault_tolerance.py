@@ -295,11 +295,17 @@ def test_with_a_snapshot_directory_a_job_survives_the_whole_cluster_and_damage_i
         for pid in client.pids:  # the whole cluster is lost
             os.kill(pid, signal.SIGKILL)
     damaged = tmp_path / "damaged"
-    shutil.copytree(snapshots, damaged)
+    shutil.copytree(snapshots, damaged, symlinks=True)
     data_file = next(p for p in damaged.rglob("*.jlmap") if "data" in p.name)
     content = bytearray(data_file.read_bytes())
     content[len(content) // 2] ^= 0x40
     data_file.write_bytes(bytes(content))
+    unreadable = damaged / "job-999"  # a job whose own record is cut short
+    shutil.copytree(data_file.parent, unreadable)
+    record_file = next(
+        p for p in unreadable.glob("*.jlmap") if "data" not in p.name and "broadcast" not in p.name
+    )
+    record_file.write_bytes(record_file.read_bytes()[:-5])
     # a new cluster with the same directory resumes the job from its last snapshot, exactly once
     with local_cluster(2, args) as client:
         wait_until(lambda: client.get_job(job_id) is not None, "the job to be resumed from the directory", 30)
@@ -316,6 +322,10 @@ def test_with_a_snapshot_directory_a_job_survives_the_whole_cluster_and_damage_i
         record = client.request("GET", f"/jobs/{job_id}")
         assert record["status"] == "FAILED"
         assert "cannot be restored" in record["failure"] and data_file.name in record["failure"]
+        # nor is a job whose record cannot be read lost without a word: it is listed, failed, by folder
+        wait_until(lambda: client.get_job(999) is not None, "the unreadable job's record", 30)
+        lost = client.request("GET", "/jobs/999")
+        assert lost["status"] == "FAILED" and "job-999" in lost["failure"]
 
 
 def _fail_while_flagged(flag: str) -> Callable[[list[int], int, tuple[int, int]], tuple[int, int, int]]:

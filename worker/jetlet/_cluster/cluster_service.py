@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jetlet import _embedded, errors, records
+from jetlet import _embedded, errors, job, records
 from jetlet._cluster import (
     cluster_store,
     control,
@@ -46,6 +46,7 @@ from jetlet._cluster import (
     coordinator_thread,
     durable,
     execution_member,
+    job_records,
     job_service,
     job_store,
     members_view,
@@ -196,8 +197,9 @@ class ClusterJobService:
         states: list[dict[str, Any]] = []
         damaged: list[dict[str, Any]] = []
         for job_id, state, problem in offload.read_all():
-            if state is None:
+            if state is None:  # listed as failed, named, so that it is not lost without a word
                 log.error("offloaded job %s cannot be read: %s", job_id, problem)
+                damaged.append(_unreadable(job_id, problem or "unreadable"))
             elif problem is not None:  # never start from damaged state: say why, keep the job's record
                 damaged.append(
                     {
@@ -363,3 +365,15 @@ class ClusterJobService:
         self.channel.close()
         self.tables.close()
         self.store.close()
+
+
+def _unreadable(job_id: int, problem: str) -> dict[str, Any]:
+    """The record of an offloaded job whose own record cannot be read: FAILED, saying where and why."""
+    entry = job_records.JobEntry(job_id, job.id_to_string(job_id), b"", {})
+    entry.status = job_records.Status.FAILED
+    entry.completion_time = int(time.time() * 1000)
+    entry.failure = (
+        f"its offloaded record cannot be read, so it was not resumed: {problem}. "
+        "Remove that folder from the snapshot directory once it is of no more use."
+    )
+    return entry.state()

@@ -6,21 +6,38 @@ directory (a Kubernetes PersistentVolume, or any mounted storage), the
 coordinator also writes every complete snapshot there, and a cluster that
 starts with the same directory resumes the jobs from them.
 
-Layout: one folder per job, ``job-<id>/``, holding three map files in the
-grid's checked format (each with its own magic, length and CRC-32): the
+Layout: per job, ``job-<id>``, a symbolic link to the folder of its last
+offloaded snapshot, ``.job-<id>-<random>/``, which holds three map files in
+the grid's checked format (each with its own magic, length and CRC-32): the
 snapshot's ``data`` and ``broadcast`` maps, under their grid names, and the
 job's record (``job``: its definition, config and last snapshot, which
-names the other two). A new snapshot is written into a fresh temporary folder that then
-replaces the job's folder by renames, so a crash mid-write leaves the
-previous complete snapshot in place. A job that ends has its folder removed.
+names the other two).
+
+A new snapshot is written whole into a new folder (each file fsynced), then
+one ``rename`` of a new link over ``job-<id>`` switches to it, and only then
+is the previous folder removed: whatever moment a crash hits, ``job-<id>``
+names one complete snapshot, the previous or the new one. (Replacing a
+folder by two renames would leave a moment with neither, and the job would be
+lost without a word.) Folders and links that no ``job-<id>`` names are what a
+crash left mid-write: :meth:`DurableSnapshots.read_all` removes them. A job
+that ends has its link and folder removed. A ``job-<id>`` that is a folder
+itself (written before the links) is read as it is and replaced by a link at
+the next write.
+
+A write that fails raises :class:`OffloadError`: the coordinator then keeps
+the sinks' transactions of that snapshot pending instead of committing them,
+so the directory never holds a snapshot older than what the sinks committed
+(resuming from it would repeat their output).
 
 Reading back checks every file; damage is reported per job (the caller
-records the job as failed with the reason) and never turned into state.
+records the job as failed with the reason and the folder's name) and never
+turned into state.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping
@@ -36,6 +53,10 @@ _PARTS = ("data", "broadcast")
 _RECORD_MAP = "job"
 
 
+class OffloadError(Exception):
+    """A snapshot could not be written to the snapshot directory (the message says which and why)."""
+
+
 class DurableSnapshots:
     """The snapshot directory of one cluster (used by its coordinator)."""
 
@@ -47,35 +68,52 @@ class DurableSnapshots:
         return self.directory / f"job-{job_id}"
 
     def write(self, job_id: int, state: Mapping[str, Any]) -> None:
-        """Write the job's last complete snapshot and record; the previous one stays until this is whole."""
+        """Write the job's last complete snapshot and record; the previous one stays until this is whole.
+
+        Raises :class:`OffloadError` when it cannot (the previous snapshot is then still in place).
+        """
         last = state.get("last_snapshot")
         if not last:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        temporary = self.directory / f".job-{job_id}-{uuid.uuid4().hex}.tmp"
+        folder = self.directory / f".job-{job_id}-{uuid.uuid4().hex}"
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)
             for part in _PARTS:
-                self._grid.write_map_to_directory(f"{last['prefix']}/{part}", temporary)
-            grid_files.write_entries_to_directory(_RECORD_MAP, {"state": dict(state)}, temporary)
-            target = self._folder(job_id)
-            old = self.directory / f".job-{job_id}-{uuid.uuid4().hex}.old"
-            if target.exists():
-                target.rename(old)
-            temporary.rename(target)
-            shutil.rmtree(old, ignore_errors=True)
+                self._grid.write_map_to_directory(f"{last['prefix']}/{part}", folder)
+            grid_files.write_entries_to_directory(_RECORD_MAP, {"state": dict(state)}, folder)
+            previous = self._point_to(job_id, folder)
         except (OSError, grid_mod.GridError) as exc:
-            log.error(
-                "job %s: snapshot %s could not be offloaded to %s: %s",
-                job_id,
-                last["id"],
-                self.directory,
-                exc,
-            )
-            shutil.rmtree(temporary, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise OffloadError(
+                f"job {job_id}: snapshot {last['id']} could not be offloaded to {self.directory}: {exc}"
+            ) from exc
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
+
+    def _point_to(self, job_id: int, folder: Path) -> Path | None:
+        """Make ``job-<id>`` name ``folder`` in one rename; the folder it named before, if any."""
+        link = self._folder(job_id)
+        previous: Path | None = None
+        if link.is_symlink():
+            previous = self.directory / os.readlink(link)
+        elif link.exists():  # a folder written before the links: set it aside, it goes once replaced
+            previous = self.directory / f".job-{job_id}-{uuid.uuid4().hex}"
+            link.rename(previous)
+        new_link = self.directory / f".job-{job_id}-{uuid.uuid4().hex}.link"
+        os.symlink(folder.name, new_link)
+        os.replace(new_link, link)
+        _fsync_directory(self.directory)
+        return previous
 
     def forget(self, job_id: int) -> None:
         """The job has ended: it must not be resumed by a later cluster."""
-        shutil.rmtree(self._folder(job_id), ignore_errors=True)
+        link = self._folder(job_id)
+        if link.is_symlink():
+            target = self.directory / os.readlink(link)
+            link.unlink()  # first the name: a crash now leaves a leftover folder, not a resumable job
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            shutil.rmtree(link, ignore_errors=True)
 
     def read_all(self) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
         """``(job id, record, problem)`` of every offloaded job; the snapshot is put back into the grid.
@@ -85,6 +123,7 @@ class DurableSnapshots:
         """
         if not self.directory.is_dir():
             return
+        self._remove_leftovers()
         for folder in sorted(self.directory.glob("job-*")):
             try:
                 job_id = int(folder.name.removeprefix("job-"))
@@ -92,14 +131,16 @@ class DurableSnapshots:
                 continue
             state: dict[str, Any] | None = None
             try:
+                if not folder.is_dir():
+                    raise snapshot_data.SnapshotDataError(f"{folder} names no folder")
                 state = grid_files.read_map_from_directory(folder, _RECORD_MAP)["state"]
                 assert state is not None
                 prefix = state["last_snapshot"]["prefix"]
                 parts = {
                     part: grid_files.read_map_from_directory(folder, f"{prefix}/{part}") for part in _PARTS
                 }
-            except (snapshot_data.SnapshotDataError, KeyError) as exc:
-                yield job_id, state, str(exc)
+            except (snapshot_data.SnapshotDataError, KeyError, TypeError) as exc:
+                yield job_id, state, f"{exc} (in {folder})"
                 continue
             by_partition: dict[int, list[tuple[Any, Any]]] = {}
             for key, chunk in parts["data"].items():
@@ -107,3 +148,24 @@ class DurableSnapshots:
             self._grid.put_to_partitions(f"{prefix}/data", by_partition)
             self._grid.put(f"{prefix}/broadcast", parts["broadcast"])
             yield job_id, state, None
+
+    def _remove_leftovers(self) -> None:
+        """Remove the folders and links that no ``job-<id>`` names: writes a crash cut short."""
+        named = {os.readlink(link) for link in self.directory.glob("job-*") if link.is_symlink()}
+        for path in self.directory.glob(".job-*"):
+            if path.name in named:
+                continue
+            log.info("removing %s: a snapshot write that did not finish", path)
+            if path.is_symlink() or not path.is_dir():
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

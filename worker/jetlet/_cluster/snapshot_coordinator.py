@@ -223,7 +223,35 @@ class SnapshotCoordinator:
         if kept is None:
             self._commit(flight, problem, stale)
         else:  # the sinks commit only once the record naming this snapshot is replicated (and offloaded)
-            coordinator_thread.when_done(self._serial, kept, lambda _: self._commit(flight, problem, stale))
+            coordinator_thread.when_done(
+                self._serial,
+                kept,
+                lambda outcomes: self._commit(flight, self._unkept(flight, outcomes), stale),
+            )
+
+    def _unkept(self, flight: _InFlight, outcomes: object) -> str | None:
+        """Why the record of a completed snapshot was not kept (replicated, offloaded), or None.
+
+        Then the sinks must not commit: a restart or a resumed cluster would start from the
+        record before, and repeat what they committed. Their transactions stay pending, and the
+        next snapshot's commit takes them along (or a restore from this one does).
+        """
+        found = outcomes.items() if isinstance(outcomes, dict) else [("record", outcomes)]
+        problems = [
+            f"{what}: {'not replicated' if outcome is False else outcome}"
+            for what, outcome in found
+            if isinstance(outcome, BaseException) or outcome is False
+        ]
+        if not problems:
+            return None
+        problem = "its record was not kept (" + "; ".join(problems) + ")"
+        log.warning(
+            "job %s: snapshot %d: %s; the sinks keep its transactions pending",
+            flight.job_id,
+            flight.snapshot_id,
+            problem,
+        )
+        return problem
 
     def _commit(self, flight: _InFlight, problem: str | None, stale: str | None) -> None:
         commits = {  # the second phase: sinks commit (or roll back) what they prepared
