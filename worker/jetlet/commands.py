@@ -509,6 +509,7 @@ def _print_cluster_start(client: client_mod.Client, cluster: LocalCluster) -> No
         print(f"  {name}  REST {address}  pid {pid}  log {log}")
     print(f"\nuse it with:  -a {addresses} --token={client.token}")  # = : a token may start with -
     print(f"or:  export JETLET_CLIENT_ADDRESSES={addresses} JETLET_CLIENT_TOKEN={client.token}")
+    print(f"web console:  http://{client.addresses[0]}/console/ (log in with the token)")
     print("stop it with Ctrl-C", flush=True)
 
 
