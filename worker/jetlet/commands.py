@@ -235,7 +235,12 @@ def add_commands(commands: Any) -> None:
         metavar="MILLIS",
         help=f"time between snapshots (default {JobConfig.snapshot_interval_millis})",
     )
-    submit.add_argument("--wait", action="store_true", help="wait for the job to end; exit 1 if it fails")
+    submit.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the job to end, showing its progress on stderr; exit 1 if it fails; "
+        "Ctrl-C asks whether to cancel the job or detach (detach without a terminal)",
+    )
     submit.add_argument(
         "--entrypoint",
         metavar="MODULE:FUNCTION",
