@@ -132,5 +132,5 @@ def test_a_read_only_member_shows_a_failed_job_and_its_failure_without_a_login(b
         buttons = page.locator("tr[data-job='parse-orders'] button")
         assert buttons.count() == 5
         assert all(buttons.nth(i).is_disabled() for i in range(buttons.count()))
-        assert page.is_visible("#login-form")
+        assert page.is_visible("#login-form") and page.is_visible("#read-only")
         page.close()

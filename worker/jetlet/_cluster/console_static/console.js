@@ -94,6 +94,7 @@ async function refreshSession() {
   state.anonymous = session.anonymous;
   document.getElementById("login-form").hidden = state.loggedIn;
   document.getElementById("logged-in").hidden = !state.loggedIn;
+  document.getElementById("read-only").hidden = state.loggedIn || state.anonymous !== "read-only";
 }
 
 async function login(event) {
@@ -353,8 +354,9 @@ function jobView(id) {
   const events = h("ol", { class: "events" });
   const header = h("h1");
   const failure = h("div");
-  let dag = null, previous = null, timer = null, job = null;
+  let dag = null, previous = null, timer = null, job = null, closed = false;
   const shown = new Set();
+  const live = () => job && ["STARTING", "RUNNING", "COMPLETING"].includes(job.status);
 
   async function drawJob() {
     job = await api(`/jobs/${id}`);
@@ -370,6 +372,7 @@ function jobView(id) {
     ];
     if (job.suspension_cause) rows.push(["Suspended", job.suspension_cause]);
     facts.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, String(v))]));
+    if (dag && job.status !== "RUNNING") for (const box of Object.values(dag.boxes)) box.rate.textContent = "";
     failure.replaceChildren(job.status === "FAILED"
       ? h("div", {}, h("h2", {}, job.cancelled ? "Cancelled" : "Failure"),
         h("pre", { class: "failure" }, job.failure + (job.failure_traceback ? `\n\n${job.failure_traceback}` : "")))
@@ -377,7 +380,7 @@ function jobView(id) {
   }
 
   async function pollMetrics() {
-    if (!dag || !job || (previous && !["RUNNING", "STARTING", "COMPLETING"].includes(job.status))) return;
+    if (!dag || !job || (previous && !live())) return; // a finished job's counts are read once
     try {
       const body = await api(`/jobs/${id}/metrics`);
       const now = performance.now();
@@ -422,7 +425,7 @@ function jobView(id) {
     const history = await api("/events?since=0");
     for (const event of history.events) onEvent(event);
     await pollMetrics();
-    timer = setInterval(pollMetrics, METRICS_EVERY_MS);
+    if (!closed) timer = setInterval(pollMetrics, METRICS_EVERY_MS);
   }
 
   const redrawJob = debounce(drawJob);
@@ -438,7 +441,7 @@ function jobView(id) {
     redrawJob();
   }
 
-  return { root, draw, onEvent, close: () => clearInterval(timer) };
+  return { root, draw, onEvent, close: () => { closed = true; clearInterval(timer); } };
 }
 
 // ----------------------------------------------------------------------------- routing
