@@ -14,6 +14,7 @@ import json
 import logging
 import pathlib
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -203,7 +204,7 @@ def test_the_json_format_carries_an_exception_and_stays_one_line() -> None:
 
 def test_configure_replaces_the_root_handlers_and_names_the_member_later(tmp_path: pathlib.Path) -> None:
     root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
+    saved = (list(root.handlers), root.level, threading.excepthook)
     try:
         logs.configure(logging.INFO, True)
         (handler,) = root.handlers
@@ -219,9 +220,19 @@ def test_configure_replaces_the_root_handlers_and_names_the_member_later(tmp_pat
             "wc",
             "hello",
         )
+        # a thread's uncaught exception is a JSON line too, not raw text on stderr
+        out.truncate(0)
+        out.seek(0)
+        crashing = threading.Thread(target=_always_fails, args=(7,), name="crashing")
+        crashing.start()
+        crashing.join()
+        line = json.loads(out.getvalue())
+        assert line["message"] == "uncaught exception in thread crashing"
+        assert line["exception"].endswith("ValueError: user code refuses item 7")
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+        threading.excepthook = saved[2]
 
 
 def test_the_log_format_is_a_member_setting_checked_before_the_start() -> None:

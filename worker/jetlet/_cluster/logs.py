@@ -18,6 +18,9 @@ and name, and with ``traceback=`` when it carries the user's traceback.
   traceback or the exception's text (null when there is none). Newlines
   inside stay escaped, so every line parses alone.
 
+A thread's uncaught exception is logged too (``threading.excepthook``),
+so that a JSON log holds nothing but JSON lines.
+
 The user's traceback of a failed job is logged once in the cluster: by the
 coordinator, in the line that says the job failed (the members report it to
 the coordinator, they do not log it).
@@ -34,6 +37,7 @@ import datetime
 import json
 import logging
 import sys
+import threading
 from typing import Any
 
 _TEXT = "%(asctime)s %(levelname)s [%(member)s] %(name)s: %(message)s"
@@ -113,6 +117,16 @@ def configure(level: int, as_json: bool, member: str = "") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    threading.excepthook = _log_uncaught
+
+
+def _log_uncaught(args: threading.ExceptHookArgs) -> None:
+    """A thread's uncaught exception as a log line (in JSON too), not raw text on stderr."""
+    if args.exc_type is SystemExit:
+        return
+    thread = args.thread.name if args.thread is not None else "?"
+    exc_info = (args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback)
+    logging.getLogger("jetlet.uncaught").error("uncaught exception in thread %s", thread, exc_info=exc_info)
 
 
 def name_member(member: str) -> None:
