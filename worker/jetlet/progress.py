@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TextIO
 
 from jetlet import errors, records
 from jetlet import job as job_mod
+from jetlet._cluster import dag_graph
 from jetlet.core.processors import sources as source_processors
 
 RATE_WINDOW_S = 5.0
@@ -50,8 +50,6 @@ NO_WATERMARK = -(2**63)
 """``topObservedWm`` of a processor that has seen no watermark."""
 _MAX_LAG_S = 86_400.0
 """A watermark further than this from the wall clock is not event time in milliseconds: no lag shown."""
-_EDGE = re.compile(r'^\s*"((?:[^"\\]|\\.)*)" -> "((?:[^"\\]|\\.)*)"', re.MULTILINE)
-_VERTEX = re.compile(r'^\s*"((?:[^"\\]|\\.)*)" \[', re.MULTILINE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,15 +86,11 @@ def dag_ends(dag_dot: str) -> tuple[frozenset[str], frozenset[str]]:
     >>> dag_ends('digraph DAG {\\n\\t"a" [x];\\n\\t"b" [x];\\n\\t"a" -> "b" [label="unicast"];\\n}')
     (frozenset({'a'}), frozenset({'b'}))
     """
-    vertices = {_unescape(v) for v in _VERTEX.findall(dag_dot)}
-    edges = [(_unescape(a), _unescape(b)) for a, b in _EDGE.findall(dag_dot)]
-    with_inputs = {b for _, b in edges}
-    with_outputs = {a for a, _ in edges}
+    graph = dag_graph.from_dot(dag_dot)
+    vertices = {v["name"] for v in graph["vertices"]}
+    with_inputs = {e["destination"] for e in graph["edges"]}
+    with_outputs = {e["source"] for e in graph["edges"]}
     return frozenset(vertices - with_inputs), frozenset(vertices - with_outputs)
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def counts(metrics: Mapping[str, Any], sources: frozenset[str], sinks: frozenset[str]) -> Counts:
