@@ -19,6 +19,11 @@ A :class:`Screen` draws readings:
 * elsewhere (a pipe, a file, a CI log), the same facts as a plain line with
   no escape codes, one per reading (poll every few seconds there).
 
+"Read" is what the sources emitted, which runs ahead of the processing by
+what the queues and inboxes hold (a batch of up to a queue's size per
+processor): in a small job the bar reaches 100 % a moment before the job
+ends. The count at the sinks is what they received.
+
 The last reading is drawn when the job ends, and the line is ended. Rates
 are measured over the readings of the last :data:`RATE_WINDOW_S` seconds, so
 one slow poll does not make them jump. Only :func:`counts` knows the shape of
