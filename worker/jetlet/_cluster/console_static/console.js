@@ -123,15 +123,19 @@ const canRead = () => state.loggedIn || state.anonymous === "read-only";
 
 // ----------------------------------------------------------------------------- the event feed
 
+function live(on, text) {
+  document.getElementById("live").className = on ? "dot on" : "dot";
+  document.getElementById("live-text").textContent = text;
+}
+
 function startFeed() {
   stopFeed();
-  if (!canRead()) return;
+  if (!canRead()) {
+    live(false, "not following the job-event feed: log in");
+    return;
+  }
   const feed = { stopped: false };
   state.feed = feed;
-  const live = (on, text) => {
-    document.getElementById("live").className = on ? "dot on" : "dot";
-    document.getElementById("live-text").textContent = text;
-  };
   (async () => {
     let backoff = 500;
     while (!feed.stopped) {
