@@ -259,3 +259,22 @@ def test_without_exactly_once_a_restore_appends_to_the_processors_file(tmp_path:
     write(fresh, ["c"])
     fresh.close()
     assert (tmp_path / "0").read_text(encoding="utf-8") == "<c>\n"
+
+
+def test_a_stale_execution_closing_late_leaves_the_new_executions_file_alone(tmp_path: Path) -> None:
+    # given a processor of an execution on a member that was paused (its active file .0-1.tmp open)
+    stale = sink(tmp_path)
+    write(stale, ["a"])
+    entries = snapshot(stale)
+    assert stale.snapshot_commit_finish(True)
+    write(stale, ["late"])
+    # when the new execution restores, deletes the leftovers and begins a file of the same name
+    fresh = restore(tmp_path, entries)
+    write(fresh, ["replayed"])
+    assert temp_files(tmp_path) == [".0-1.tmp"]
+    # and the paused member resumes, stopping its stale execution
+    stale.close()
+    # then the new execution's file is still there and commits its items
+    snapshot(fresh)
+    assert fresh.snapshot_commit_finish(True)
+    assert committed(tmp_path) == lines("a", "replayed")

@@ -50,7 +50,11 @@ snapshots, as Jet's ``WriteFileP`` with its transaction utility does:
   for it before it ends: after a failed snapshot the pending transactions
   are still the job's output, and they commit with the rest. ``close()``
   deletes the active transaction's file (its items come after the last
-  barrier) and keeps the pending ones for a restore to commit.
+  barrier) and keeps the pending ones for a restore to commit; it deletes
+  that file only if its name still names it (a stale execution stopped late,
+  on a member that was paused, must not delete the file that a newer
+  execution began under the same name after deleting the stale one as a
+  leftover).
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ class _Transaction:
         self.final = directory / name
         self.temp = directory / temp_name(name)
         self.file: TextIO | None = self.temp.open("w", encoding=encoding)
+        created = os.fstat(self.file.fileno())
+        self._identity = (created.st_dev, created.st_ino)
 
     def prepare(self) -> None:
         """Make the file durable and close it; after this it only commits."""
@@ -104,6 +110,23 @@ class _Transaction:
         if self.file is not None:
             self.file.close()
             self.file = None
+
+    def discard(self) -> None:
+        """Close the file and delete it, if its name still names it.
+
+        A newer execution may have deleted it as a leftover and begun its own
+        file under the same name (a member paused past the failure timeout
+        stops its stale execution only once it runs again): that file is not
+        this transaction's to delete. The check runs while the file is still
+        open, so that its inode cannot have been reused for the newer file.
+        """
+        try:
+            found = os.stat(self.temp)
+        except FileNotFoundError:
+            found = None
+        if found is not None and (found.st_dev, found.st_ino) == self._identity:
+            self.temp.unlink(missing_ok=True)
+        self.release()
 
 
 class WriteFileP(processor.Processor):
@@ -164,8 +187,7 @@ class WriteFileP(processor.Processor):
         self._close_file()
         if self._exactly_once:
             if self._active is not None:
-                self._active.release()
-                self._active.temp.unlink(missing_ok=True)
+                self._active.discard()
                 self._active = None
             for transaction in self._pending:
                 transaction.release()
