@@ -4,8 +4,10 @@ Given a 2-member local cluster running a windowed streaming job with
 snapshots, a person at the console is refused with a wrong token, logs in
 with the right one, finds the job in the jobs list, opens it, sees every
 vertex of its DAG drawn in the SVG and a rate that changes while the job
-runs, suspends it and sees it SUSPENDED, and resumes it and sees it RUNNING
-again. The expected vertex names are read from the job's DOT, not from the
+runs, exports a named snapshot, suspends it and sees it SUSPENDED, and
+resumes it and sees it RUNNING again. A member started with
+``--console-anonymous read-only`` shows a failed job's failure text to a
+visitor who has not logged in, with every action disabled. The expected vertex names are read from the job's DOT, not from the
 JSON the console draws.
 """
 
@@ -93,6 +95,12 @@ def test_a_person_logs_in_watches_a_job_and_suspends_and_resumes_it(browser: Any
         wait_until(lambda: page.locator("dd[data-fact='Last snapshot']").text_content() != "—", "a snapshot")
         if request.config.getoption("--console-screenshot"):
             page.screenshot(path=request.config.getoption("--console-screenshot"), full_page=True)
+
+        # when exporting a snapshot under a name typed at the prompt, then the cluster holds it
+        page.once("dialog", lambda dialog: dialog.accept("from-the-console"))
+        page.click("h1 button[data-action=export-snapshot]")
+        page.wait_for_selector("#message:has-text('export-snapshot: requested')")
+        assert "from-the-console" in [s["name"] for s in client.list_snapshots()]
 
         # when suspending it, then the page shows it SUSPENDED, without a reload
         page.click("h1 button[data-action=suspend]")
