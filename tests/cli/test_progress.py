@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from jetlet import errors, job, progress, records
+import jetlet
+from jetlet import Pipeline, Sinks, Sources, errors, job, progress, records
+from jetlet.metrics.job_metrics import JobMetrics, Measurement
 
 DOT = """digraph DAG {
 \t"items" [localParallelism=default];
@@ -23,31 +25,40 @@ DOT = """digraph DAG {
 }"""
 
 
+def _measure(name: str, member: str, vertex: str, value: float, ordinal: str | None = None) -> Measurement:
+    labels = {"job_id": "0a1b", "member": member, "vertex": vertex, "proc": member[-1]}
+    if ordinal is not None:
+        labels["ordinal"] = ordinal
+    return Measurement(name, labels, value)
+
+
 def _metrics(
-    read: int, at_sinks: int, total: int | None = 8000, watermark: int = progress.NO_WATERMARK
-) -> Any:
-    source: dict[str, int] = {"emittedCount": read // 2}
-    if total is not None:
-        source["sourceTotalCount"] = total // 2
-    sink = {"receivedCount": at_sinks // 2, "topObservedWm": watermark}
-    return {
-        "m1/items#0": dict(source),
-        "m2/items#0": dict(source),
-        "m1/map#0": {"receivedCount": 99, "emittedCount": 99},
-        "m1/listSink(out)#0": dict(sink),
-        "m2/listSink(out)#0": dict(sink),
-    }
+    read: int, at_sinks: int, total: int | None = 8000, watermark: int | None = None, known: int = 2
+) -> JobMetrics:
+    """Two members' measurements: the source's share of each (on two outputs), a map, the sink's."""
+    found = []
+    for index, member in enumerate(("m1", "m2")):
+        found += [_measure("emittedCount", member, "items", read // 2, o) for o in ("0", "1")]
+        if total is not None and index < known:
+            found.append(_measure("sourceTotalCount", member, "items", total // 2))
+        found += [
+            _measure("receivedCount", member, "map", 99, "0"),
+            _measure("emittedCount", member, "map", 99, "0"),
+        ]
+        found.append(_measure("receivedCount", member, "listSink(out)", at_sinks // 2, "0"))
+        if watermark is not None:
+            found.append(_measure("topObservedWm", member, "listSink(out)", watermark + index))
+    return JobMetrics(found)
 
 
 def test_counts_sum_the_sources_and_sinks_of_the_dag() -> None:
     sources, sinks = progress.dag_ends(DOT)
     assert (sources, sinks) == (frozenset({"items"}), frozenset({"listSink(out)"}))
+    # an item goes to every output of the source: read once, not once per output
     assert progress.counts(_metrics(4000, 3000), sources, sinks) == progress.Counts(4000, 8000, 3000, None)
     # a total only when every source processor knows its share
-    partial = _metrics(4000, 3000)
-    del partial["m2/items#0"]["sourceTotalCount"]
-    assert progress.counts(partial, sources, sinks).total is None
-    # the lowest watermark a sink saw; none while a sink saw none
+    assert progress.counts(_metrics(4000, 3000, known=1), sources, sinks).total is None
+    # the lowest watermark a sink saw; none while the sinks saw none
     assert progress.counts(_metrics(2, 2, watermark=1234), sources, sinks).watermark == 1234
     assert progress.counts(_metrics(2, 2), sources, sinks).watermark is None
 
@@ -56,7 +67,9 @@ def test_names_with_quotes_and_slashes_are_read_back() -> None:
     dot = 'digraph DAG {\n\t"a \\"x\\"" [p];\n\t"b/c" [p];\n\t"a \\"x\\"" -> "b/c" [label="unicast"];\n}'
     sources, sinks = progress.dag_ends(dot)
     assert (sources, sinks) == (frozenset({'a "x"'}), frozenset({"b/c"}))
-    metrics = {"m1/b/c#0": {"receivedCount": 3}, 'm1/a "x"#1': {"emittedCount": 4}}
+    metrics = JobMetrics(
+        [_measure("receivedCount", "m1", "b/c", 3, "0"), _measure("emittedCount", "m1", 'a "x"', 4, "0")]
+    )
     assert progress.counts(metrics, sources, sinks) == progress.Counts(4, None, 3, None)
 
 
@@ -148,8 +161,8 @@ class _FakeJob:
         self.status = job.JobStatus.FAILED
         raise self.ending
 
-    def metrics(self) -> dict[str, Any]:
-        return dict(_metrics(2000 * len(self.joins), 1000 * len(self.joins)))
+    def metrics(self) -> JobMetrics:
+        return _metrics(2000 * len(self.joins), 1000 * len(self.joins))
 
 
 def test_follow_polls_until_the_job_ends_and_draws_its_end() -> None:
@@ -177,3 +190,24 @@ def test_follow_draws_a_failed_or_cancelled_end_then_raises(ending: BaseExceptio
 def test_a_narrow_terminal_gets_a_cut_line_that_still_fits() -> None:
     line = progress.bar_line(_reading(3.0, 1500, total=3000), (500.0, 450.0), width=40)
     assert line == "RUNNING [#####-----]  50%  1,500/3,0..." and len(line) < 40
+
+
+@pytest.mark.parametrize(
+    ("source", "total"),
+    [
+        (lambda: Sources.items(*range(10)), 10),
+        (lambda: Sources.from_iterable(range(7)), 7),
+        (lambda: Sources.from_iterable(iter(range(5))), None),  # a one-shot iterator: unknown
+    ],
+)
+def test_a_source_over_a_sized_collection_reports_its_total(source: Any, total: int | None) -> None:
+    p = Pipeline()
+    p.read_from(source()).write_to(Sinks.noop())
+    with jetlet.embedded(jetlet.InstanceConfig(cooperative_thread_count=2)) as jet:
+        done = jet.new_job(p)
+        done.join()
+        metrics = done.metrics()
+    dag = p.to_dag()
+    sources, sinks = progress.dag_ends(dag.to_dot())
+    counts = progress.counts(metrics, sources, sinks)
+    assert counts.total == total and counts.read == counts.at_sinks == (total or 5)

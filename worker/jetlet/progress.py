@@ -41,18 +41,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TextIO
+from collections.abc import Callable
+from typing import Protocol, TextIO
 
 from jetlet import errors, records
 from jetlet import job as job_mod
 from jetlet._cluster import dag_graph
 from jetlet.core.processors import sources as source_processors
+from jetlet.metrics import job_metrics
 
 RATE_WINDOW_S = 5.0
 """Rates are the change over the readings of this many seconds."""
-NO_WATERMARK = -(2**63)
-"""``topObservedWm`` of a processor that has seen no watermark."""
 _MAX_LAG_S = 86_400.0
 """A watermark further than this from the wall clock is not event time in milliseconds: no lag shown."""
 
@@ -98,32 +97,40 @@ def dag_ends(dag_dot: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(vertices - with_inputs), frozenset(vertices - with_outputs)
 
 
-def counts(metrics: Mapping[str, Any], sources: frozenset[str], sinks: frozenset[str]) -> Counts:
-    """The progress in a job's metrics: ``{"member/vertex#index": {"emittedCount": ...}}``.
+def counts(metrics: job_metrics.JobMetrics, sources: frozenset[str], sinks: frozenset[str]) -> Counts:
+    """The progress in a job's labelled metrics (``job.metrics()``), summed over members and processors.
 
-    >>> metrics = {"m1/src#0": {"emittedCount": 5, "sourceTotalCount": 9},
-    ...            "m1/out#0": {"receivedCount": 4, "topObservedWm": 70}}
+    A processor's ``emittedCount`` is per output ordinal and an item goes to every output, so a
+    source's items read are its largest ordinal's count.
+
+    >>> M = job_metrics.Measurement
+    >>> metrics = job_metrics.JobMetrics([
+    ...     M("emittedCount", {"member": "m1", "vertex": "src", "proc": "0", "ordinal": "0"}, 5),
+    ...     M("emittedCount", {"member": "m1", "vertex": "src", "proc": "0", "ordinal": "1"}, 5),
+    ...     M("sourceTotalCount", {"member": "m1", "vertex": "src", "proc": "0"}, 9),
+    ...     M("receivedCount", {"member": "m1", "vertex": "out", "proc": "0", "ordinal": "0"}, 4),
+    ...     M("topObservedWm", {"member": "m1", "vertex": "out", "proc": "0"}, 70)])
     >>> counts(metrics, frozenset({"src"}), frozenset({"out"}))
     Counts(read=5, total=9, at_sinks=4, watermark=70)
     """
-    read = at_sinks = 0
-    totals: list[int | None] = []
-    watermarks: list[int] = []
-    for key, values in metrics.items():
-        if not isinstance(values, Mapping):
-            continue
-        vertex = key.partition("/")[2].rpartition("#")[0]
-        if vertex in sources:
-            read += int(values.get("emittedCount", 0))
-            totals.append(values.get(source_processors.TOTAL_METRIC))
-        if vertex in sinks:
-            at_sinks += int(values.get("receivedCount", 0))
-            watermark = int(values.get("topObservedWm", NO_WATERMARK))
-            if watermark != NO_WATERMARK:
-                watermarks.append(watermark)
-    known = [t for t in totals if t is not None]
-    total = sum(known) if totals and len(known) == len(totals) else None
-    return Counts(read, total, at_sinks, min(watermarks) if watermarks else None)
+
+    def processor(m: job_metrics.Measurement) -> tuple[str, str, str]:
+        return m.labels.get("member", ""), m.labels.get("vertex", ""), m.labels.get("proc", "")
+
+    emitted: dict[tuple[str, str, str], float] = {}
+    for m in metrics.filter("emittedCount"):
+        if m.labels.get("vertex") in sources:
+            emitted[processor(m)] = max(emitted.get(processor(m), 0), m.value)
+    totals = {processor(m): m.value for m in metrics.filter(source_processors.TOTAL_METRIC)}
+    known = bool(emitted) and all(p in totals for p in emitted)
+    at_sinks = sum(m.value for m in metrics.filter("receivedCount") if m.labels.get("vertex") in sinks)
+    watermarks = [m.value for m in metrics.filter("topObservedWm") if m.labels.get("vertex") in sinks]
+    return Counts(
+        int(sum(emitted.values())),
+        int(sum(totals[p] for p in emitted)) if known else None,
+        int(at_sinks),
+        int(min(watermarks)) if watermarks else None,
+    )
 
 
 class Rates:
@@ -286,7 +293,7 @@ class Followed(Protocol):
 
     def join(self, timeout: float | None = None) -> None: ...
 
-    def metrics(self) -> Mapping[str, Any]: ...
+    def metrics(self) -> job_metrics.JobMetrics: ...
 
 
 def follow(
