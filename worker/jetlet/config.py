@@ -74,6 +74,11 @@ class InstanceConfig:
     """Wait after a member joins before jobs are restarted to use it."""
     partition_count: int = DEFAULT_PARTITION_COUNT
     """Partitions of the key space; the same on every member."""
+    max_queued_bytes: int = 256 * 1024 * 1024
+    """Most bytes (estimated) of items that wait between the processors of one job's execution on
+    this member: in its queues and in flight on its distributed edges, each queue and each network
+    sender holding an equal share. Bounds memory when items are large; small items meet the
+    queues' item counts first."""
     default_edge_config: EdgeConfig = field(default_factory=EdgeConfig)
     """Used by every edge that has no config of its own."""
 
@@ -83,6 +88,7 @@ class InstanceConfig:
         _require_int("InstanceConfig", "backup_count", self.backup_count, 0, 6)
         _require_int("InstanceConfig", "scale_up_delay_millis", self.scale_up_delay_millis, 0)
         _require_int("InstanceConfig", "partition_count", self.partition_count, 1)
+        _require_int("InstanceConfig", "max_queued_bytes", self.max_queued_bytes, 1)
         _require(
             isinstance(self.default_edge_config, EdgeConfig),
             "InstanceConfig",

@@ -142,6 +142,7 @@ class MemberSettings:
     backup_count: int = _INSTANCE.backup_count
     scale_up_delay_millis: int = _INSTANCE.scale_up_delay_millis
     partition_count: int = _INSTANCE.partition_count
+    max_queued_bytes: int = _INSTANCE.max_queued_bytes
     queue_size: int = _EDGE.queue_size
     packet_size_limit: int = _EDGE.packet_size_limit
     receive_window_multiplier: int = _EDGE.receive_window_multiplier
@@ -235,6 +236,7 @@ _POSITIVE = (
     "cooperative_thread_count",
     "flow_control_period_millis",
     "partition_count",
+    "max_queued_bytes",
     "queue_size",
     "packet_size_limit",
     "receive_window_multiplier",

@@ -43,6 +43,14 @@ class RemoteEdges(Protocol):
 
     def tasklets(self) -> list[Tasklet]: ...
 
+    def sender_count(self) -> int:
+        """How many network senders the queues made so far feed."""
+        ...
+
+    def bound_senders(self, max_in_flight_bytes: int) -> None:
+        """Let each sender have at most this many bytes sent and not yet taken in by the receiver."""
+        ...
+
 
 @dataclasses.dataclass
 class ExecutionPlan:
@@ -250,7 +258,28 @@ def build(
                     restored=restored[vertex.name][index] if restored and vertex.name in restored else None,
                 )
             )
+    _share_queued_bytes(instance.max_queued_bytes, all_queues, tasklets, remote)
     return ExecutionPlan(tasklets, all_queues, suppliers, metas, parallelism, remote)
+
+
+def _share_queued_bytes(
+    max_queued_bytes: int,
+    all_queues: list[queues.SpscQueue],
+    tasklets: list[ProcessorTasklet],
+    remote: RemoteEdges | None,
+) -> None:
+    """Give every queue and network sender of the execution an equal share of ``max_queued_bytes``;
+    a processor's outbox buckets, which fill its queues, hold at most as much."""
+    senders = remote.sender_count() if remote is not None else 0
+    share = max(1, max_queued_bytes // max(1, len(all_queues) + senders))
+    for queue in all_queues:
+        queue.max_bytes = share
+    for tasklet in tasklets:
+        tasklet.bucket_bytes = share
+        for ordinal in range(tasklet.outbox.bucket_count()):
+            tasklet.outbox.fit_bucket(ordinal, 1)  # until the first delivery shows the items' weight
+    if remote is not None:
+        remote.bound_senders(share)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,6 +45,7 @@ from typing import Any
 
 from jetlet._execution import inbound, outbound, queues, snapshots
 from jetlet._execution.progress import ProgressState, Tasklet, call_times
+from jetlet._execution.sizing import item_bytes
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
@@ -123,6 +124,9 @@ class ProcessorTasklet(Tasklet):
         self._closed = False
         self.streams = list(inbound_streams)
         self.emitted = [0] * len(collectors)
+        self.bucket_bytes = 0
+        """Bytes (estimated) an outbox bucket may hold: its queues' share of ``max_queued_bytes`` (0: no
+        bound). Each bucket starts at one item and is fitted to its items' weight at each delivery."""
         """Items delivered to each output ordinal (Jet's ``emittedCount``), counted per batch."""
         self.top_observed_watermark = inbound.NO_WATERMARK
         self.last_forwarded_watermark = inbound.NO_WATERMARK
@@ -228,6 +232,8 @@ class ProcessorTasklet(Tasklet):
                 if bucket:
                     outbox.buckets[ordinal] = []
                     self.emitted[ordinal] += len(bucket)
+                    if self.bucket_bytes:
+                        outbox.fit_bucket(ordinal, self.bucket_bytes // (item_bytes(bucket[0]) or 1))
                     collector.push(bucket)
                     moved = True
                     if collector.flush():

@@ -12,12 +12,22 @@ The producer computes the size as ``_added - _removed``; a stale ``_removed``
 only makes the queue look fuller than it is, so the capacity is never
 exceeded, and the high-water mark (what the producer saw) is an upper bound.
 One batch costs one append and one counter update, whatever its length.
+
+With ``max_bytes`` the queue is bounded in bytes as well (estimated by
+:func:`~jetlet._execution.sizing.item_bytes`, once per batch): a batch goes in
+only as far as the bytes already queued leave room, except that an empty
+queue always takes one item, however large. Only the producer keeps the byte
+count: it notes the running totals of items and bytes at each batch it adds,
+and drops the notes the consumer's ``_removed`` has passed (the consumer
+removes whole batches), so neither side takes a lock here either.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from typing import Any, Final
+
+from jetlet._execution.sizing import item_bytes
 
 
 class _DoneItem:
@@ -35,17 +45,33 @@ DONE_ITEM: Final = _DoneItem()
 class SpscQueue:
     """A bounded queue of batches between one producer and one consumer."""
 
-    __slots__ = ("_added", "_batches", "_removed", "capacity", "high_water_mark", "name")
+    __slots__ = (
+        "_added",
+        "_batches",
+        "_bytes_added",
+        "_bytes_gone",
+        "_marks",
+        "_removed",
+        "capacity",
+        "high_water_mark",
+        "max_bytes",
+        "name",
+    )
 
-    def __init__(self, capacity: int, name: str = "") -> None:
+    def __init__(self, capacity: int, name: str = "", max_bytes: int = 0) -> None:
         if capacity < 1:
             raise ValueError(f"queue capacity must be >= 1, got {capacity}")
         self.capacity = capacity
         self.name = name
+        self.max_bytes = max_bytes
+        """Most bytes (estimated) queued at once; 0: bounded in items only."""
         self._batches: deque[Any] = deque()
         self._added = 0
         self._removed = 0
         self.high_water_mark = 0
+        self._bytes_added = 0
+        self._bytes_gone = 0
+        self._marks: deque[tuple[int, int]] = deque()
 
     # -- producer side ---------------------------------------------------
     def room(self) -> int:
@@ -57,9 +83,21 @@ class SpscQueue:
         The queue keeps the list itself when all of it fits: the caller must
         not modify it afterwards.
         """
-        room = self.capacity - (self._added - self._removed)
+        queued = self._added - self._removed
+        room = self.capacity - queued
         if room <= 0:
             return 0
+        weight = 0
+        if self.max_bytes:
+            weight = item_bytes(items[0]) or 1
+            fits = (
+                (self.max_bytes - self.queued_bytes()) // weight
+                if queued
+                else max(1, self.max_bytes // weight)
+            )
+            if fits <= 0:
+                return 0
+            room = min(room, fits)
         count = len(items)
         if count > room:
             self._batches.append(items[:room])
@@ -68,10 +106,20 @@ class SpscQueue:
             self._batches.append(items)
         added = self._added + count
         self._added = added
+        if weight:
+            self._bytes_added += weight * count
+            self._marks.append((added, self._bytes_added))
         size = added - self._removed
         if size > self.high_water_mark:
             self.high_water_mark = size
         return count
+
+    def queued_bytes(self) -> int:
+        """Bytes (estimated) queued now, as the producer sees it (an upper bound)."""
+        removed, marks = self._removed, self._marks
+        while marks and marks[0][0] <= removed:
+            self._bytes_gone = marks.popleft()[1]
+        return self._bytes_added - self._bytes_gone
 
     def offer_control(self, item: object) -> None:
         """Enqueue a control item; they do not count against the capacity."""

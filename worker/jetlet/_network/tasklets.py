@@ -32,7 +32,13 @@ Flow control is Jet's adaptive receive window, counted in items
 the limit up to which the sender may send (an :class:`Ack`); the window
 adapts to the rate of delivery. A sender never sends past its limit, so a
 slow consumer on one member slows the producers on every member, and only
-them. Messages here are plain Python objects; the member serializes them.
+them. A sender with ``max_in_flight_bytes`` (its share of the member's
+``max_queued_bytes``) also keeps the payload bytes it sent beyond what the
+receiver took in under that bound, so large items do not fill a window of
+thousands of them: it estimates the items' weight from its last packets (the
+first time, by :func:`~jetlet._execution.sizing.item_bytes`), and always
+sends at least one item when nothing is in flight. Messages here are plain
+Python objects; the member serializes them.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from jetlet._execution import queues, snapshots
+from jetlet._execution import queues, sizing, snapshots
 from jetlet._execution.progress import ProgressState, Tasklet, call_times
 from jetlet._network import flow_control, frames, serialization
 from jetlet._network.frames import MessageType
@@ -140,6 +146,13 @@ class SenderTasklet(Tasklet):
         """The most items ever sent beyond what the receiver had processed (bounded by the window)."""
         self.receiver_processed = 0
         self._held: dict[int, list[Any]] = {}
+        self.max_in_flight_bytes = 0
+        """Most payload bytes sent and not yet taken in by the receiver; 0: bounded in items only."""
+        self._item_bytes = 0
+        """Payload bytes per item, as the last packets had them (0: not known yet)."""
+        self._marks: deque[tuple[int, int]] = deque()
+        """``(items sent, bytes sent)`` after each call that sent data, until the receiver passes it."""
+        self._acked_bytes = 0
 
     def add_queue(self, producer: int, consumer: int, queue: queues.SpscQueue) -> None:
         self.queues.append((producer, consumer, queue))
@@ -153,9 +166,25 @@ class SenderTasklet(Tasklet):
         self.window.on_ack(ack.limit)
         self.receiver_processed = max(self.receiver_processed, ack.processed)
 
+    def in_flight_bytes(self) -> int:
+        """Payload bytes sent beyond what the receiver took in (an upper bound: whole calls' worth)."""
+        marks, processed = self._marks, self.receiver_processed
+        while marks and marks[0][0] <= processed:
+            self._acked_bytes = marks.popleft()[1]
+        return self.sent_bytes - self._acked_bytes
+
+    def _byte_budget(self, first_item: Any) -> int:
+        """Items that still fit within ``max_in_flight_bytes`` (at least 1 when nothing is in flight)."""
+        weight = self._item_bytes or sizing.item_bytes(first_item) or 1
+        in_flight = self.in_flight_bytes()
+        if not in_flight:
+            return max(1, self.max_in_flight_bytes // weight)
+        return max(0, (self.max_in_flight_bytes - in_flight) // weight)
+
     def call(self) -> ProgressState:
         chunks: list[tuple[int, int, int, Any]] = []
         budget = min(self._packet_limit, self.window.room())
+        bytes_checked = not self.max_in_flight_bytes
         taken = 0
         for index, (producer, consumer, queue) in enumerate(self.queues):
             if index in self._finished:
@@ -167,6 +196,9 @@ class SenderTasklet(Tasklet):
                 if element is None:
                     break
                 if type(element) is list:
+                    if not bytes_checked:
+                        budget = min(budget, self._byte_budget(element[0]))
+                        bytes_checked = True
                     if budget - taken <= 0:
                         self._held[index] = element
                         break
@@ -192,10 +224,14 @@ class SenderTasklet(Tasklet):
             packets = bounded_packets(
                 self._job_id, self._edge_id, self._member, chunks, self._max_frame_bytes
             )
+            sent_before = self.sent_bytes
             for packet in packets:
                 self._send(self._dest, packet)
                 self.sent_bytes += len(packet.encoded or b"")
             self.window.sent(taken)
+            if taken and self.max_in_flight_bytes:
+                self._item_bytes = max(1, (self.sent_bytes - sent_before) // taken)
+                self._marks.append((self.window.sent_seq, self.sent_bytes))
             self.sent_packets += len(packets)
             in_flight = self.sent_items - self.receiver_processed
             if in_flight > self.max_in_flight:
@@ -354,6 +390,13 @@ class RemoteLinks:
 
     def tasklets(self) -> list[Tasklet]:
         return [*self.senders.values(), *self.receivers.values()]
+
+    def sender_count(self) -> int:
+        return len(self.senders)
+
+    def bound_senders(self, max_in_flight_bytes: int) -> None:
+        for sender in self.senders.values():
+            sender.max_in_flight_bytes = max_in_flight_bytes
 
     def deliver(self, message: object, size: int = 0) -> None:
         """Route a message from the network (any thread) to its tasklet; ``size``: its payload's bytes."""

@@ -36,7 +36,7 @@ DEFAULT_BUCKET_CAPACITY = 1024
 class Outbox:
     """Bounded per-ordinal buckets plus a snapshot bucket (Jet's ``Outbox``)."""
 
-    __slots__ = ("_all", "_capacity", "_limits", "buckets", "controls", "snapshot_bucket")
+    __slots__ = ("_all", "_capacities", "_capacity", "_limits", "buckets", "controls", "snapshot_bucket")
 
     def __init__(self, bucket_count: int, capacity: int = DEFAULT_BUCKET_CAPACITY) -> None:
         if bucket_count < 0 or capacity < 1:
@@ -48,6 +48,8 @@ class Outbox:
         self.controls: list[wm.Watermark | None] = [None] * bucket_count
         """A watermark waiting to be forwarded, per ordinal."""
         self._limits: list[int] = [capacity] * bucket_count
+        self._capacities: list[int] = [capacity] * bucket_count
+        """Each bucket's own capacity: ``capacity``, or less for large items (:meth:`fit_bucket`)."""
         self._all = tuple(range(bucket_count))
         self.snapshot_bucket: list[tuple[Any, Any]] = []
 
@@ -141,8 +143,16 @@ class Outbox:
         control = self.controls[ordinal]
         if control is not None:
             self.controls[ordinal] = None
-            self._limits[ordinal] = self._capacity
+            self._limits[ordinal] = self._capacities[ordinal]
         return control
+
+    def fit_bucket(self, ordinal: int, items: int) -> None:
+        """Engine side: let the bucket of ``ordinal`` hold ``items`` (1 to the outbox's capacity) from now
+        on: fewer for large items, so that a bucket stays within the bytes its queues may hold."""
+        capacity = max(1, min(self._capacity, items))
+        self._capacities[ordinal] = capacity
+        if self._limits[ordinal]:  # 0 while a watermark waits: take_control restores it
+            self._limits[ordinal] = capacity
 
     def is_empty(self) -> bool:
         """True when nothing is waiting to be forwarded."""
