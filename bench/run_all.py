@@ -1,10 +1,11 @@
 """Run the benchmarks and record the results in ``bench/RESULTS.md``.
 
-Each ``bench/*_bench.py`` exposes ``main(argv) -> str`` returning a Markdown
-section (and prints it when run alone). This script imports them in name
-order (``--only`` picks some) and calls each ``main`` with the flags given
-here (``--repeats``); a script whose ``main()`` takes no arguments runs with
-its default flags and what it prints becomes its section.
+Each ``bench/*_bench.py`` (and ``bench/chaos.py``, the chaos suite) exposes
+``main(argv) -> str`` returning a Markdown section (and prints it when run
+alone). This script imports them in name order (``--only`` picks some) and
+calls each ``main`` with the flags given here (``--repeats``); a script
+whose ``main()`` takes no arguments runs with its default flags and what it
+prints becomes its section.
 
 ``RESULTS.md`` is a header, then sections between ``<!-- section:NAME -->``
 and ``<!-- /section:NAME -->`` markers, each opened by when, on what machine
@@ -42,7 +43,7 @@ import _common  # noqa: E402  (the benchmarks' shared module, beside this script
 
 
 def _bench_scripts() -> list[Path]:
-    return sorted(BENCH_DIR.glob("*_bench.py"))
+    return sorted([*BENCH_DIR.glob("*_bench.py"), BENCH_DIR / "chaos.py"])
 
 
 def _run_script(path: Path, argv: Sequence[str]) -> str:
