@@ -12,10 +12,27 @@ member's business: the data-port Transport (HEARTBEAT and CONTROL frames)
 or, until that is wired, authenticated REST calls.
 
 * The member list is ordered by join order; its first member is the oldest
-  and is the coordinator. Every change bumps the version; a member adopts a
-  published list only if it includes itself and has a higher version than
-  its own (or comes from a coordinator older than its own, when two lists
-  merge), so all members converge on the coordinator's list.
+  and is the coordinator. Every change bumps the version. A member adopts a
+  published list only if it includes itself and *prevails* over its own
+  (:func:`prevails`, a total order, so the order in which publications
+  arrive does not decide): any list prevails over a member's list of one
+  (it asked to join); between two lists of the same coordinator (name and
+  uuid) the higher version prevails; between lists of two coordinators, the
+  one of the older coordinator (two clusters formed at once merge into the
+  older one, as Jet's split-brain merge joins the younger master's members
+  to the older master).
+* Anti-entropy: a list is published when it changes, and publications can
+  be reordered or lost (each is its own request). So every heartbeat
+  carries the sender's view (its coordinator and version, :class:`ListView`)
+  and a digest of its list. A coordinator that hears a member of its list
+  with another digest sends it its list again when its own prevails
+  (raising its version above the member's first, when the member holds an
+  older list of the same coordinator with a version as high); a member
+  does the same for its own coordinator only (two members that each name
+  the other coordinator settle so), never for the others, so that a stale
+  list cannot spread. Without that, members started at the same moment
+  could stay for good on different lists, even naming different
+  coordinators, since heartbeats alone keep each listed member alive.
 * Joining: a member that is alone sends ``join`` to its seeds every
   heartbeat interval. The coordinator appends the joiner and publishes the
   new list to everyone; a non-coordinator forwards the request to its
@@ -38,7 +55,12 @@ or, until that is wired, authenticated REST calls.
   longer lists it, which answers ``removed``; the member then forgets its
   list, takes a new identity (a new uuid and start time: the youngest) and
   joins again (:meth:`Membership.take_removed`). A member cut off without
-  pausing learns it the same way.
+  pausing learns it the same way. Only a member that once listed the
+  sender (that incarnation) and is not alone answers ``removed``: a member
+  that is alone and hears from the coordinator that just admitted it,
+  before the new list reached it, must not make that coordinator start
+  over. Likewise a ``join`` from a new incarnation of a listed name (a
+  replaced pod) does not count as a sign of life of the one listed.
 * Split brain: :func:`has_quorum` tells whether a member list still holds a
   majority of the last known size; jobs with ``split_brain_protection`` run
   only while it does, so two halves never both run a job.
@@ -47,6 +69,8 @@ or, until that is wired, authenticated REST calls.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -85,6 +109,44 @@ class MemberInfo:
 
 
 @dataclasses.dataclass(frozen=True)
+class ListView:
+    """What :func:`prevails` compares of a member list; every heartbeat carries its sender's."""
+
+    size: int
+    coordinator: str
+    coordinator_uuid: str
+    coordinator_start: int
+    version: int
+
+    @property
+    def coordinator_age(self) -> tuple[int, str]:
+        return (self.coordinator_start, self.coordinator)
+
+    def to_heartbeat(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "coordinator": self.coordinator,
+            "coordinator_uuid": self.coordinator_uuid,
+            "coordinator_start": self.coordinator_start,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_heartbeat(cls, message: Mapping[str, Any]) -> ListView | None:
+        """The sender's view from a heartbeat; None if it carries none."""
+        try:
+            return cls(
+                int(message["size"]),
+                str(message["coordinator"]),
+                str(message["coordinator_uuid"]),
+                int(message["coordinator_start"]),
+                int(message["version"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclasses.dataclass(frozen=True)
 class MemberList:
     """A versioned member list, oldest (the coordinator) first."""
 
@@ -98,6 +160,17 @@ class MemberList:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.members)
+
+    @property
+    def view(self) -> ListView:
+        c = self.coordinator
+        return ListView(len(self.members), c.name, c.uuid, c.start_time, self.version)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A short digest of the members (names and incarnations, in order; not the version)."""
+        text = ",".join(f"{m.name}/{m.uuid}" for m in self.members)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def get(self, name: str) -> MemberInfo | None:
         return next((m for m in self.members if m.name == name), None)
@@ -126,6 +199,31 @@ class Outgoing:
     address: str = ""
 
 
+def prevails(published: ListView, mine: ListView) -> bool:
+    """Whether a member holding the list ``mine`` adopts the list ``published`` (both list it).
+
+    Any list prevails over a list of one (the member asked to join); the same coordinator's
+    (name and uuid) higher version prevails; of two coordinators, the older one's list prevails.
+    """
+    if mine.size == 1:
+        return published.size > 1
+    if (published.coordinator, published.coordinator_uuid) == (mine.coordinator, mine.coordinator_uuid):
+        return published.version > mine.version
+    return published.coordinator_age < mine.coordinator_age
+
+
+DEPARTED_REMEMBERED = 1024
+"""Incarnations (uuids) that left this member's list, remembered at most (the oldest forgotten)."""
+
+
+def _remember(uuids: dict[str, None], member_uuid: str) -> None:
+    """Add ``member_uuid`` to an ordered set of at most :data:`DEPARTED_REMEMBERED` (the oldest dropped)."""
+    uuids.pop(member_uuid, None)
+    uuids[member_uuid] = None
+    while len(uuids) > DEPARTED_REMEMBERED:
+        del uuids[next(iter(uuids))]
+
+
 def has_quorum(present: int, last_known_size: int) -> bool:
     """Whether ``present`` members are a majority of ``last_known_size`` (split-brain protection)."""
     return present > last_known_size // 2
@@ -149,8 +247,10 @@ class Membership:
         self.set_seeds(seeds)
         self.heartbeat_interval = heartbeat_interval_millis
         self.failure_timeout = failure_timeout_millis
-        self.member_list = MemberList(1, (local,))
+        self._list = MemberList(1, (local,))
         self.last_known_size = 1
+        self._departed: dict[str, None] = {}
+        """Uuids of the incarnations that were in this member's list and are not any more (oldest first)."""
         self._last_heard: dict[str, int] = {}
         self._next_heartbeat = now_ms
         self._last_tick: int | None = None
@@ -180,6 +280,22 @@ class Membership:
     def _publish(self) -> list[Outgoing]:
         message = {"kind": "members", "list": self.member_list.to_dict()}
         return [Outgoing(message, name=m.name) for m in self._others()]
+
+    @property
+    def member_list(self) -> MemberList:
+        """The member list as this member sees it (oldest, the coordinator, first)."""
+        return self._list
+
+    @member_list.setter
+    def member_list(self, new: MemberList) -> None:
+        """Replace the member list, remembering the incarnations that left it."""
+        kept = {m.uuid for m in new.members}
+        for member in self._list.members:
+            if member.uuid not in kept:
+                _remember(self._departed, member.uuid)
+        for member in new.members:
+            self._departed.pop(member.uuid, None)
+        self._list = new
 
     def _adopt(self, published: MemberList, now_ms: int) -> None:
         for member in published.members:
@@ -214,7 +330,8 @@ class Membership:
                 "name": self.local.name,
                 "uuid": self.local.uuid,
                 "rest_address": self.local.rest_address,
-                "version": self.member_list.version,
+                **self.member_list.view.to_heartbeat(),
+                "digest": self.member_list.digest,
                 "check": self.suspect,
             }
             out += [Outgoing(beat, name=m.name) for m in self._others()]
@@ -257,14 +374,41 @@ class Membership:
         checking = bool(message.get("check"))  # a member back from a pause asks whether it belongs
         if known is not None and (sender_uuid is None or sender_uuid == known.uuid):
             self._last_heard[name] = now_ms
-            return [Outgoing({"kind": "still_member", "by": self.local.name}, name=name)] if checking else []
+            out = [Outgoing({"kind": "still_member", "by": self.local.name}, name=name)] if checking else []
+            return out + self._repair(name, message)
         # a member that is not in the list (it was removed while it was paused or cut off) still
-        # thinks it belongs: the coordinator (or anyone it asks) tells it, and it rejoins as a new member
+        # thinks it belongs: the coordinator (or anyone it asks) tells it, and it rejoins as a new
+        # member. Only a member that listed that incarnation once can say so: one that never did
+        # may just not have received the list that adds it yet.
         address = message.get("rest_address")
-        if (self.is_coordinator or checking) and isinstance(address, str) and address:
+        departed = sender_uuid in self._departed and not self.is_alone
+        if departed and (self.is_coordinator or checking) and isinstance(address, str) and address:
             notice = {"kind": "removed", "by": self.local.name, "version": self.member_list.version}
             return [Outgoing(notice, address=address)]
         return []
+
+    def _repair(self, name: str, heartbeat: Mapping[str, Any]) -> list[Outgoing]:
+        """This member's list, to a member of it whose heartbeat shows a list that this one prevails over.
+
+        The coordinator is the authority on its own lists: when the other holds one of them with a
+        version as high as its own (but other members), it raises its version above that first.
+        """
+        theirs = ListView.from_heartbeat(heartbeat)
+        if theirs is None or heartbeat.get("digest") == self.member_list.digest:
+            return []
+        if not self.is_coordinator and name != self.member_list.coordinator.name:
+            return []  # a member tells only its coordinator (a stale list must not spread)
+        mine = self.member_list.view
+        if (
+            self.is_coordinator
+            and theirs.coordinator_uuid == self.local.uuid
+            and theirs.version >= mine.version
+        ):
+            self.member_list = MemberList(theirs.version + 1, self.member_list.members)
+            mine = self.member_list.view
+        if not prevails(mine, theirs):
+            return []
+        return [Outgoing({"kind": "members", "list": self.member_list.to_dict()}, name=name)]
 
     def _on_removed(self, by: str, now_ms: int) -> list[Outgoing]:
         if by == self.local.name or self.member_list.get(by) is None:
@@ -299,24 +443,26 @@ class Membership:
         return paused
 
     def _on_join(self, joiner: MemberInfo, now_ms: int) -> list[Outgoing]:
-        self._last_heard[joiner.name] = now_ms
         known = self.member_list.get(joiner.name)
         if known is not None and known.uuid == joiner.uuid:
+            self._last_heard[joiner.name] = now_ms
             return [Outgoing({"kind": "members", "list": self.member_list.to_dict()}, name=joiner.name)]
+        # a new incarnation of a listed name (a replaced pod, a member that started over) proves
+        # nothing about the one listed: only admitting it (below) starts its clock
         if not self.is_coordinator:
             coordinator = self.member_list.coordinator.name
             return [Outgoing({"kind": "join", "member": joiner.to_dict()}, name=coordinator)]
         if self.is_alone and joiner.age_key < self.local.age_key:
             return []
+        self._last_heard[joiner.name] = now_ms
         self._adopt(self.member_list.with_member(joiner), now_ms)
         return self._publish()
 
     def _on_members(self, published: MemberList, now_ms: int) -> list[Outgoing]:
-        if published.get(self.local.name) is None:
-            return []
-        newer = published.version > self.member_list.version
-        older_coordinator = published.coordinator.age_key < self.member_list.coordinator.age_key
-        if newer or older_coordinator:
+        listed = published.get(self.local.name)
+        if listed is None or listed.uuid != self.local.uuid:
+            return []  # not about this member (nor about this incarnation of its name)
+        if prevails(published.view, self.member_list.view):
             self._adopt(published, now_ms)
         return []
 
