@@ -359,9 +359,15 @@ class _Round:
 
         secret = self.api.get(f"/api/v1/namespaces/{self.ns}/secrets/jet-secret")
         token = base64.b64decode(secret["data"]["token"]).decode()
-        status = self._get("jetclusters", "jet")["status"]
-        address = next(m["address"] for m in status["members"] if m["pod"] == status["coordinator"])
-        return client_mod.connect(address, token, timeout=3.0)
+        found: list[str] = []
+
+        def coordinator_listed() -> bool:  # the operator asks for the coordinator after Ready
+            status = self._get("jetclusters", "jet")["status"]
+            found[:] = [m["address"] for m in status["members"] if m["pod"] == status.get("coordinator")]
+            return bool(found)
+
+        _first_times(time.perf_counter(), {"the coordinator in the status": coordinator_listed}, 30)
+        return client_mod.connect(found[0], token, timeout=3.0)
 
     def cluster_and_job(self) -> None:
         start = time.perf_counter()
