@@ -659,7 +659,7 @@ def _interrupted(submitted: client_mod.RemoteJob) -> int:
     """Ctrl-C while waiting: on a terminal, ask whether to cancel the job; else (or unanswered) detach."""
     job_id = job.id_to_string(submitted.id)
     answer = ""
-    if sys.stdin.isatty() and sys.stderr.isatty():
+    if sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty():
         print(
             f"jetlet: cancel job {submitted.name}, or detach and leave it running? [c]ancel/[D]etach: ",
             end="",
