@@ -138,6 +138,8 @@ class MemoryStore:
         self.offload_failure: BaseException | None = None
         """Set: every offload fails with it (a full or broken snapshot directory)."""
         self.save_fails = False
+        self.forgotten: list[tuple[int, str]] = []
+        """Jobs whose offloaded snapshot was forgotten, with the status their saved record had then."""
         """Set: every record save fails (the grid lost the partition's replicas, say)."""
 
     def save(self, state: dict[str, Any]) -> concurrent.futures.Future[bool]:
@@ -170,7 +172,7 @@ class MemoryStore:
         return failed
 
     def forget_offloaded(self, job_id: int) -> None:
-        pass
+        self.forgotten.append((job_id, self.states.get(job_id, {}).get("status", "")))
 
     def export(self, source_prefix: str, meta: dict[str, Any]) -> concurrent.futures.Future[None]:
         self.exported_meta[meta["name"]] = meta

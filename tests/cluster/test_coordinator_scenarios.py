@@ -48,6 +48,9 @@ def test_a_job_runs_on_every_member_and_completes_when_all_are_done() -> None:
     # and the event feed shows each transition in order
     statuses = [e.status for e in cluster.events() if e.kind is EventKind.JOB_STATUS]
     assert statuses == ["STARTING", "RUNNING", "COMPLETED"]
+    # and its offloaded snapshot was forgotten before its record said COMPLETED (a crash between
+    # the two must not leave a completed job resumable)
+    assert cluster.store.forgotten == [(job.id, "RUNNING")]
 
 
 def test_a_member_failing_fails_the_job_with_its_traceback_once() -> None:

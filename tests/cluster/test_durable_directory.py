@@ -151,6 +151,18 @@ def test_a_damaged_record_is_reported_with_its_folder(
 def test_an_ended_job_is_not_resumed(grid: FakeGrid, store: durable.DurableSnapshots) -> None:
     _offload(grid, store, 1)
 
+    folder = store.forget(7)
+
+    assert folder is not None and folder.is_dir()  # the caller removes it when convenient
+    assert _resumable(store) == [] and list(store.directory.iterdir()) == []  # or the next reading
+
+
+def test_a_write_that_finishes_after_the_job_ended_is_dropped(
+    grid: FakeGrid, store: durable.DurableSnapshots
+) -> None:
+    _offload(grid, store, 1)
     store.forget(7)
 
-    assert _resumable(store) == [] and list(store.directory.iterdir()) == []
+    _offload(grid, store, 2)  # a snapshot's offload that was under way when the job ended
+
+    assert _resumable(store) == []

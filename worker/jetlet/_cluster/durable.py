@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -63,6 +64,10 @@ class DurableSnapshots:
     def __init__(self, directory: str | Path, grid: grid_mod.Grid) -> None:
         self.directory = Path(directory)
         self._grid = grid
+        self._lock = threading.Lock()
+        """Orders a write's switch against :meth:`forget` (they run on different threads)."""
+        self._ended: set[int] = set()
+        """Jobs forgotten: a write of theirs still under way is dropped."""
 
     def _folder(self, job_id: int) -> Path:
         return self.directory / f"job-{job_id}"
@@ -81,7 +86,11 @@ class DurableSnapshots:
             for part in _PARTS:
                 self._grid.write_map_to_directory(f"{last['prefix']}/{part}", folder)
             grid_files.write_entries_to_directory(_RECORD_MAP, {"state": dict(state)}, folder)
-            previous = self._point_to(job_id, folder)
+            with self._lock:
+                if job_id in self._ended:  # it ended while this was written: not resumable
+                    shutil.rmtree(folder, ignore_errors=True)
+                    return
+                previous = self._point_to(job_id, folder)
         except (OSError, grid_mod.GridError) as exc:
             shutil.rmtree(folder, ignore_errors=True)
             raise OffloadError(
@@ -105,15 +114,25 @@ class DurableSnapshots:
         _fsync_directory(self.directory)
         return previous
 
-    def forget(self, job_id: int) -> None:
-        """The job has ended: it must not be resumed by a later cluster."""
-        link = self._folder(job_id)
-        if link.is_symlink():
-            target = self.directory / os.readlink(link)
-            link.unlink()  # first the name: a crash now leaves a leftover folder, not a resumable job
-            shutil.rmtree(target, ignore_errors=True)
-        else:
-            shutil.rmtree(link, ignore_errors=True)
+    def forget(self, job_id: int) -> Path | None:
+        """The job has ended: no later cluster may resume it, and no later write of it is kept.
+
+        Only the name goes here (quick: the coordinator calls this before it reports the job
+        ended); the folder it named is returned, for the caller to remove when convenient (a
+        crash before that leaves a leftover, which :meth:`read_all` removes).
+        """
+        with self._lock:
+            self._ended.add(job_id)
+            link = self._folder(job_id)
+            if link.is_symlink():
+                target = self.directory / os.readlink(link)
+                link.unlink()
+                return target
+            if link.exists():  # a folder written before the links
+                aside = self.directory / f".job-{job_id}-{uuid.uuid4().hex}"
+                link.rename(aside)
+                return aside
+            return None
 
     def read_all(self) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
         """``(job id, record, problem)`` of every offloaded job; the snapshot is put back into the grid.

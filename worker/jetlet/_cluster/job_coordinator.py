@@ -316,12 +316,12 @@ class JobCoordinator:
             self.start_execution(entry)
         elif reason is StopReason.SUSPEND:
             self._jobs.transition(entry, Status.SUSPENDED, entry.suspension_cause)
-        elif reason in (StopReason.FAIL, StopReason.CANCEL):
-            self._jobs.transition(entry, Status.FAILED, entry.failure)
-        else:
-            self._jobs.transition(entry, Status.COMPLETED, "every member completed its share")
-        if entry.is_terminal:
+        else:  # it ends: first its offloaded snapshot goes, so that no later cluster resumes it
             self._store.forget_offloaded(entry.id)
+            if reason in (StopReason.FAIL, StopReason.CANCEL):
+                self._jobs.transition(entry, Status.FAILED, entry.failure)
+            else:
+                self._jobs.transition(entry, Status.COMPLETED, "every member completed its share")
 
     # -- members ---------------------------------------------------------------------------------
     def after_member_loss(self, entry: JobEntry, reason: str) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import shutil
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -70,7 +71,9 @@ class JobStore(Protocol):
         """Write the job's last complete snapshot to the durable directory, if there is one."""
         ...
 
-    def forget_offloaded(self, job_id: int) -> None: ...
+    def forget_offloaded(self, job_id: int) -> None:
+        """The job ended: a later cluster must not resume it (done before this returns)."""
+        ...
 
     def export(self, source_prefix: str, meta: dict[str, Any]) -> concurrent.futures.Future[None]:
         """Copy a snapshot's data under ``meta['prefix']`` and record ``meta`` by its ``name``."""
@@ -173,7 +176,9 @@ class GridJobStore:
 
     def forget_offloaded(self, job_id: int) -> None:
         if self._offload is not None:
-            self._bulk.submit(self._offload.forget, job_id)
+            folder = self._offload.forget(job_id)  # at once: the job is no longer resumable
+            if folder is not None:
+                self._bulk.submit(shutil.rmtree, folder, True)
 
     def export(self, source_prefix: str, meta: dict[str, Any]) -> concurrent.futures.Future[None]:
         def copy() -> None:
