@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 from test_rest_and_client import TOKEN, Member
 
-from jetlet._cluster import auth_limiter, rest, rest_requests
+from jetlet._cluster import auth_limiter, rest_auth, rest_requests
 from jetlet.testing import wait_until
 
 
@@ -89,7 +89,7 @@ def test_wrong_tokens_past_the_burst_get_429_and_one_log_line(caplog: pytest.Log
     caplog.set_level(logging.WARNING, logger="jetlet._cluster.rest")
     member = Member()
     try:
-        limiter = member.app[rest.LIMITER_KEY]
+        limiter = member.app[rest_auth.LIMITER_KEY]
         # given a client that guesses tokens as fast as it can
         answers = [_get(member, f"guess-{i}")[0] for i in range(limiter.burst + 40)]
         # then it gets its burst of 401s, then only 429s with Retry-After

@@ -5,12 +5,9 @@ Theory of operation
 :func:`create_app` builds an aiohttp application over a
 :class:`~jetlet._cluster.job_service.JobService` and a function describing
 the cluster. Every route except ``/health``, ``/ready`` and ``/openapi.json`` requires
-``Authorization: Bearer <token>``; the token is compared in constant time,
-and a request without it is answered ``401`` and counted. Failures are
-limited per client address (:mod:`~jetlet._cluster.auth_limiter`): past a
-burst, the address is answered ``429`` with ``Retry-After`` before its token
-is even checked, and the failures are logged as one summary line per
-interval. Request bodies are
+``Authorization: Bearer <token>``, checked with per-address failure limits
+by the application's middleware (:mod:`~jetlet._cluster.rest_auth`), which
+also turns every error into JSON. Request bodies are
 JSON objects checked field by field (:mod:`~jetlet._cluster.rest_requests`)
 before anything reaches the service: a
 body that is too large (``413``), not JSON, not an object, missing a field
@@ -33,10 +30,7 @@ thread pool owned by the application (``jetlet-rest`` threads), so the event
 loop never blocks. ``/openapi.json`` is an OpenAPI 3 document generated from
 the route table (:mod:`~jetlet._cluster.rest_openapi`), so it lists every
 route. ``/events`` serves the job-event feed as a JSON long-poll or as
-server-sent events that ride through a coordinator take-over. When the
-application shuts down, waiting event reads answer at once (an empty page)
-and event streams end, so an open console or follower never holds up a
-member's stop.
+server-sent events (:mod:`~jetlet._cluster.rest_events`).
 ``/jobs/{job}/dag`` gives the job's DAG as JSON (:mod:`~jetlet._cluster.dag_graph`).
 
 The web console (:mod:`~jetlet._cluster.console`) is served from the same
@@ -53,10 +47,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import hmac
-import json
 import logging
-import math
 import ssl
 import threading
 import time
@@ -65,7 +56,6 @@ from typing import Any
 
 from aiohttp import web
 
-from jetlet import errors
 from jetlet._cluster import (
     auth_limiter,
     console,
@@ -74,96 +64,22 @@ from jetlet._cluster import (
     job_definition,
     job_service,
     membership_auth,
+    rest_auth,
+    rest_events,
     rest_openapi,
 )
-from jetlet._cluster import events as events_mod
 from jetlet._cluster import rest_requests as req
 
 _log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
-SSE_POLL_S = 15.0
-"""How long one wait of an event stream lasts before a keep-alive comment is sent."""
-CLOSING_KEY = web.AppKey("jetlet_closing", asyncio.Event)
-"""Set when the application shuts down: event reads and streams stop waiting."""
-MAX_JOIN_WAIT_S = 30.0
-"""Longest one ``join`` or observable request waits; clients repeat it to wait longer."""
+PUBLIC_PATHS = rest_auth.PUBLIC_PATHS
+MAX_JOIN_WAIT_S = req.MAX_JOIN_WAIT_S
 IDLE_TIMEOUT_S = 5.0
 """A connection that has not sent a whole request's headers this long after it opened, or after its
 last answer (an idle keep-alive), is closed: a client holding connections open with partial headers
 (slowloris) holds each for at most this long."""
-
-
-LIMITER_KEY = web.AppKey("jetlet_auth_limiter", auth_limiter.FailureLimiter)
-"""The application's limiter of failed authentications (the web console's login may share it)."""
-
-
-def _rate_limited(request: web.Request) -> web.Response | None:
-    """A ``429`` for an address that failed to authenticate too often, else None."""
-    delay = request.app[LIMITER_KEY].allow(request.remote or "")
-    if delay is None:
-        return None
-    req.counted(request, "refused_rate_limited")
-    _log_failures(request.app[LIMITER_KEY])
-    response = req.error_response(
-        429, "too many failed authentications from this address: wait Retry-After seconds"
-    )
-    response.headers["Retry-After"] = str(max(1, math.ceil(delay)))
-    return response
-
-
-def _log_failures(limiter: auth_limiter.FailureLimiter) -> None:
-    summary = limiter.summary()  # one line per interval, however many requests failed
-    if summary is not None:
-        _log.warning("REST: bad or missing tokens: %s", summary)
-
-
-@web.middleware
-async def _auth_and_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path not in PUBLIC_PATHS and not console.is_public(request.path):
-        limited = _rate_limited(request)
-        if limited is not None:
-            return limited
-        expected = request.app[req.STATE_KEY].token
-        given = request.headers.get("Authorization", "")
-        try:
-            by_console = not given and console_auth.admit(request)
-        except console_auth.Refused as exc:
-            req.counted(request, "refused_unauthorized")
-            return req.error_response(exc.status, str(exc))
-        if not by_console and not hmac.compare_digest(given.encode(), f"Bearer {expected}".encode()):
-            req.counted(request, "refused_unauthorized")
-            request.app[LIMITER_KEY].failed(request.remote or "")
-            _log_failures(request.app[LIMITER_KEY])
-            response = req.error_response(
-                401, "a valid bearer token is required (Authorization: Bearer <token>)"
-            )
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return response
-    try:
-        return await handler(request)
-    except req.BadRequest as exc:
-        req.counted(request, "refused_bad_request")
-        return req.error_response(exc.status, str(exc), exc.field)
-    except web.HTTPException as exc:  # the router's 404 and 405: JSON, as every other error
-        if exc.status < 400:
-            raise
-        response = req.error_response(
-            exc.status, f"{request.method} {request.path}: {exc.reason} (the routes: GET /openapi.json)"
-        )
-        if "Allow" in exc.headers:
-            response.headers["Allow"] = exc.headers["Allow"]
-        return response
-    except errors.JetletError as exc:  # typed: the client raises the same type (jetlet.errors.from_wire)
-        if isinstance(exc, errors.InvalidJobError):
-            req.counted(request, "refused_bad_request")
-        wire = errors.to_wire(exc)
-        response = web.json_response({"error": str(exc), **wire}, status=exc.http_status)
-        if isinstance(exc, errors.ClusterUnavailableError):
-            response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
-        return response
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -313,58 +229,6 @@ async def _membership(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
-async def _events(request: web.Request) -> web.StreamResponse:
-    """The job-event feed: JSON long-poll (``?since=N&timeout=S``), or server-sent events."""
-    since = req.query_number(request, "since", 0, int)
-    if "text/event-stream" in request.headers.get("Accept", ""):
-        last_seen = request.headers.get("Last-Event-ID", "")
-        if last_seen:
-            if not last_seen.isdigit():
-                raise req.BadRequest("Last-Event-ID", f"must be an event id (a number), got {last_seen!r}")
-            since = int(last_seen)
-        return await _event_stream(request, since)
-    timeout = min(req.query_number(request, "timeout", 0.0), MAX_JOIN_WAIT_S)
-    page = await _next_events(request, since, timeout)
-    return web.json_response({"events": [e.to_dict() for e in page.events], "last_id": page.last_id})
-
-
-async def _next_events(request: web.Request, since: int, timeout: float) -> events_mod.EventsPage:
-    """The next page of the feed; an empty one after ``timeout`` (and some slack) or once the application
-    shuts down. The service's future is never cancelled (as a shielded wait leaves it)."""
-    page = asyncio.wrap_future(req.service(request).events(since, timeout))
-    closing = asyncio.ensure_future(request.app[CLOSING_KEY].wait())
-    waits: set[asyncio.Future[Any]] = {page, closing}
-    try:
-        done, _ = await asyncio.wait(waits, timeout=timeout + 5.0, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        closing.cancel()
-    return page.result() if page in done else events_mod.EventsPage([], since)
-
-
-async def _event_stream(request: web.Request, since: int) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await response.prepare(request)
-    backoff = 0.1
-    while not request.app[CLOSING_KEY].is_set():
-        try:
-            page = await _next_events(request, since, SSE_POLL_S)
-        except errors.ClusterUnavailableError as exc:  # a take-over: the stream rides through it
-            await asyncio.sleep(max(exc.retry_after_s, backoff))
-            backoff = min(backoff * 2, 5.0)
-            continue
-        backoff = 0.1
-        chunks = [
-            f"id: {e.id}\nevent: {e.kind.value}\ndata: {json.dumps(e.to_dict())}\n\n" for e in page.events
-        ]
-        try:
-            await response.write(("".join(chunks) or ": keep-alive\n\n").encode())
-        except (ConnectionResetError, RuntimeError):
-            break
-        if page.events:
-            since = page.events[-1].id
-    return response
-
-
 async def _openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi_document())
 
@@ -377,7 +241,7 @@ _ROUTES: list[tuple[str, str, Handler, str]] = [
     (
         "GET",
         "/events",
-        _events,
+        rest_events.events,
         "The job-event feed after ?since=N (waiting ?timeout=S for one); with Accept: text/event-stream, "
         "server-sent events resumable with Last-Event-ID.",
     ),
@@ -442,10 +306,6 @@ def openapi_document() -> dict[str, Any]:
     return rest_openapi.document([(method, path, summary) for method, path, _, summary in routes], public)
 
 
-async def _closing(app: web.Application) -> None:
-    app[CLOSING_KEY].set()
-
-
 async def _close_pool(app: web.Application) -> None:
     app[req.STATE_KEY].pool.shutdown(wait=True, cancel_futures=True)
 
@@ -466,7 +326,7 @@ def create_app(
         raise ValueError("the REST API needs a non-empty bearer token")
     if membership is not None and not membership_secret:
         raise ValueError("membership messages need the cluster secret to check their signatures")
-    app = web.Application(middlewares=[_auth_and_errors], client_max_size=max_body)
+    app = web.Application(middlewares=[rest_auth.auth_and_errors], client_max_size=max_body)
     pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
     app[req.STATE_KEY] = req.State(
         service,
@@ -479,10 +339,9 @@ def create_app(
         membership_secret=membership_secret,
     )
     limiter = auth_limiter.FailureLimiter()  # bad bearer tokens and wrong console logins alike
-    app[LIMITER_KEY] = limiter
+    app[rest_auth.LIMITER_KEY] = limiter
     app[console_auth.AUTH_KEY] = console_auth.ConsoleAuth(token, console_anonymous, limiter=limiter)
-    app[CLOSING_KEY] = asyncio.Event()
-    app.on_shutdown.append(_closing)
+    rest_events.install(app)
     app.on_cleanup.append(_close_pool)
     for method, path, handler, _ in [*_ROUTES, *console.ROUTES]:
         app.router.add_route(method, path, handler)

@@ -38,6 +38,8 @@ MembershipHandler = Callable[[dict[str, Any]], Awaitable[None]]
 ReadinessReport = Callable[[], dict[str, Any]]
 """A member's readiness: a dict with ``ready`` (bool) and ``missing`` (see ``jetlet._cluster.readiness``)."""
 T = TypeVar("T")
+MAX_JOIN_WAIT_S = 30.0
+"""Longest one ``join``, observable or event request waits; clients repeat it to wait longer."""
 
 
 @dataclasses.dataclass
