@@ -7,6 +7,9 @@ every member while the job runs, then reads the final numbers through ``job.metr
 
 from __future__ import annotations
 
+import json
+import pathlib
+import re
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +24,7 @@ from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
 from jetlet.testing import wait_until
 
+DASHBOARD = pathlib.Path(__file__).resolve().parents[2] / "charts/jetlet/dashboards/jetlet-jobs.json"
 RATE = 2000
 COUNT = 8000  # four seconds of events
 KEYS = 10
@@ -93,6 +97,16 @@ def _pipeline() -> Pipeline:
     return p
 
 
+def dashboard_metrics() -> set[str]:
+    """Every metric name that a query of the Grafana dashboard (or of its variables) reads."""
+    board = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for panel in board["panels"] for t in panel["targets"]]
+    queries += [v["definition"] for v in board["templating"]["list"] if "definition" in v]
+    found = {name for q in queries for name in re.findall(r"\b((?:jetlet|process|python)_[a-z0-9_]+)\b", q)}
+    assert len(found) > 20
+    return found
+
+
 def scrape(address: str, token: str = "") -> Samples:
     """Every sample of a member's /metrics, parsed by prometheus_client, by sample name."""
     request = urllib.request.Request(f"http://{address}/metrics")
@@ -155,6 +169,7 @@ def test_a_windowed_job_is_measured_on_every_member_and_adds_up(cluster: tuple[C
             merged.setdefault(name, []).extend(values)
     missing = [name for name in JOB_FAMILIES + MEMBER_FAMILIES if name not in merged]
     assert not missing
+    assert not dashboard_metrics() - merged.keys()  # the Grafana dashboard queries only what members serve
     for labels, _ in merged["jetlet_received_count_total"]:
         assert {"job_id", "job_name", "execution", "vertex", "proc", "ordinal", "member"} <= labels.keys()
     assert {labels["member"] for labels, _ in merged["jetlet_emitted_count_total"]} == {"m1", "m2", "m3"}
