@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import http.client
+import importlib
 import json
 import os
 import pathlib
@@ -591,6 +592,10 @@ def _reference(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def run_submit(args: argparse.Namespace) -> int:
+    if args.wait:
+        # loaded before the job exists, so that a Ctrl-C while waiting never lands in an import:
+        # one that does leaves CPython exiting by SIGINT (status -2) although it is handled here
+        importlib.import_module("jetlet.progress")
     reference = _reference(args)
     client = connect(args)
     definition = _load_definition(args.file, args.args) if reference is None else None
