@@ -90,6 +90,9 @@ from jetlet._network import transport as transport_mod
 
 _log = logging.getLogger("jetlet.member")
 _TICK_S = 0.05
+ALONE_RESUME_S = 30.0
+"""How long a member with seeds and a snapshot directory waits to join before it resumes the
+directory's jobs as a cluster of one (see ``Member._recover_offloaded_jobs``)."""
 
 SWITCH_INTERVAL_S = 0.001
 EXIT_REFUSED = 3
@@ -499,10 +502,26 @@ class Member:
         self.stopping.set()
 
     async def _recover_offloaded_jobs(self) -> None:
-        """With a snapshot directory: once the members started with this one have joined, resume its jobs."""
-        if not self.config.snapshot_directory or self.service is None:
+        """With a snapshot directory: once the members started with this one have joined, resume its jobs.
+
+        Only the coordinator resumes them. A member told whom to join (``--members``, or Kubernetes
+        discovery) first waits to join: alone, it would be the coordinator of a cluster of one and
+        run the jobs a moment before it joins the cluster that runs them too (two executions writing
+        the same output). It resumes them alone only after :data:`ALONE_RESUME_S` without a seed.
+        """
+        if not self.config.snapshot_directory or self.service is None or self.membership is None:
             return
         await asyncio.sleep(3 * self.config.heartbeat_interval_millis / 1000)
+        if self.config.members or self.config.discovery == "kubernetes":
+            deadline = time.monotonic() + ALONE_RESUME_S
+            while self.membership.is_alone and time.monotonic() < deadline and not self.stopping.is_set():
+                await asyncio.sleep(_TICK_S)  # polls the membership, which the tick loop changes
+            if self.membership.is_alone:
+                _log.warning(
+                    "no seed answered within %g s: resuming the jobs of %s as a cluster of one",
+                    ALONE_RESUME_S,
+                    self.config.snapshot_directory,
+                )
         resumed = await asyncio.to_thread(self.service.recover_offloaded_jobs)
         if resumed:
             _log.info("resumed %d job(s) from %s", resumed, self.config.snapshot_directory)
