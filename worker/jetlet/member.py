@@ -516,6 +516,8 @@ class Member:
             deadline = time.monotonic() + ALONE_RESUME_S
             while self.membership.is_alone and time.monotonic() < deadline and not self.stopping.is_set():
                 await asyncio.sleep(_TICK_S)  # polls the membership, which the tick loop changes
+            if self.stopping.is_set():
+                return
             if self.membership.is_alone:
                 _log.warning(
                     "no seed answered within %g s: resuming the jobs of %s as a cluster of one",
