@@ -124,10 +124,10 @@ class ProcessorTasklet(Tasklet):
         self._closed = False
         self.streams = list(inbound_streams)
         self.emitted = [0] * len(collectors)
+        """Items delivered to each output ordinal (Jet's ``emittedCount``), counted per batch."""
         self.bucket_bytes = 0
         """Bytes (estimated) an outbox bucket may hold: its queues' share of ``max_queued_bytes`` (0: no
         bound). Each bucket starts at one item and is fitted to its items' weight at each delivery."""
-        """Items delivered to each output ordinal (Jet's ``emittedCount``), counted per batch."""
         self.top_observed_watermark = inbound.NO_WATERMARK
         self.last_forwarded_watermark = inbound.NO_WATERMARK
         """The last watermark this processor emitted (Jet's ``lastForwardedWm``)."""
