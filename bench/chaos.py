@@ -91,6 +91,8 @@ KEYS = 7
 RATE = 3000
 COUNT = 9_000
 """Three seconds of input at ``RATE``."""
+LONG_COUNT = 18_000
+"""Six seconds: the scenarios whose member comes back (it joins while the job still runs)."""
 WINDOW_MS = 500
 SNAPSHOT_INTERVAL_MS = 200
 MAP_NAME = "chaos-counts"
@@ -127,10 +129,10 @@ def _running_count(state: list[int], key: int, event: tuple[int, int]) -> tuple[
     return (key, event[1], state[0])
 
 
-def mixed_job(out: pathlib.Path) -> Pipeline:
+def mixed_job(out: pathlib.Path, count: int = COUNT) -> Pipeline:
     """One source, three branches: windowed counts, running counts (files) and rolling counts (a map)."""
     p = Pipeline()
-    events = p.read_from(Sources.test_stream(RATE, _event, COUNT)).with_timestamps(lambda e: e[1], 0)
+    events = p.read_from(Sources.test_stream(RATE, _event, count)).with_timestamps(lambda e: e[1], 0)
     (
         events.grouping_key(lambda e: e[0])
         .window(WindowDefinition.tumbling(WINDOW_MS))
@@ -165,11 +167,11 @@ def _slowly(item: tuple[int, int, int, bytes]) -> tuple[int, int, int]:
     return item[:3]
 
 
-def large_job(out: pathlib.Path) -> Pipeline:
+def large_job(out: pathlib.Path, count: int = LARGE_COUNT) -> Pipeline:
     """200 KB items through a keyed running count into a slow stage; only the counts are written."""
     p = Pipeline()
     (
-        p.read_from(Sources.test_stream(LARGE_RATE, _large_event, LARGE_COUNT))
+        p.read_from(Sources.test_stream(LARGE_RATE, _large_event, count))
         .without_timestamps()
         .grouping_key(lambda e: e[0])
         .map_stateful(lambda: [0], _large_running_count)
@@ -227,19 +229,18 @@ def _stateful_difference(found: collections.Counter[Any], count: int) -> tuple[i
     return lost, repeated, examples
 
 
-def compare(out: pathlib.Path, grid_map: dict[Any, Any] | None, kind: str) -> Comparison:
-    """The run's committed output (and map) against plain Python."""
+def compare(out: pathlib.Path, grid_map: dict[Any, Any] | None, kind: str, count: int) -> Comparison:
+    """The run's committed output (and map) against plain Python, for ``count`` input items."""
     lost: dict[str, int] = {}
     duplicated: dict[str, int] = {}
     examples: list[str] = []
-    count = LARGE_COUNT if kind == "large" else COUNT
     lost["stateful"], duplicated["stateful"], more = _stateful_difference(_committed(out / "stateful"), count)
     examples += more
     if kind == "mixed":
         lost["windowed"], duplicated["windowed"] = _difference(
-            _committed(out / "windowed"), windowed_reference()
+            _committed(out / "windowed"), windowed_reference(count)
         )
-        expected = collections.Counter(seq % KEYS for seq in range(COUNT))
+        expected = collections.Counter(seq % KEYS for seq in range(count))
         found = collections.Counter(grid_map or {})
         lost["map"], duplicated["map"] = _difference(found, expected)
         if lost["map"] or duplicated["map"]:
@@ -332,6 +333,8 @@ class RunContext:
     notes: list[str] = dataclasses.field(default_factory=list)
     extra: list[subprocess.Popen[bytes]] = dataclasses.field(default_factory=list)
     """Member processes the fault started itself (stopped when the run ends)."""
+    after: list[Callable[[RunContext], None]] = dataclasses.field(default_factory=list)
+    """What the fault still notes once the job has ended."""
 
     def client_of(self, index: int) -> Client:
         return Client(self.client.addresses[index], self.client.token)
@@ -355,6 +358,8 @@ class Scenario:
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     kind: str = "mixed"
     fixed_ports: bool = False
+    count: int = COUNT
+    """Items of the job's input."""
 
 
 @dataclasses.dataclass
@@ -425,7 +430,7 @@ def run_once(scenario: Scenario, seed: int) -> RunResult:
             client = stack.enter_context(cluster)
             memory.watch(client.pids)
             build = large_job if scenario.kind == "large" else mixed_job
-            job = client.new_job(build(work / "out"), _job_config(scenario))
+            job = client.new_job(build(work / "out", scenario.count), _job_config(scenario))
             context = RunContext(cluster, client, job, rng, work, work / "out", memory, stack, client)
             context.logs = list(cluster.log_paths)
             stack.callback(_stop_extra, context)
@@ -437,9 +442,11 @@ def run_once(scenario: Scenario, seed: int) -> RunResult:
             grid_map = (
                 _retrying(lambda: context.observer.get_map(MAP_NAME)) if scenario.kind == "mixed" else None
             )
-            comparison = compare(work / "out", grid_map, scenario.kind)
+            comparison = compare(work / "out", grid_map, scenario.kind, scenario.count)
             result.lost = sum(comparison.lost.values())
             result.duplicated = sum(comparison.duplicated.values())
+            for note in context.after:
+                note(context)
             result.notes = [*context.notes, *comparison.examples]
             if not comparison.exact:
                 result.notes.append(f"lost {comparison.lost}, duplicated {comparison.duplicated}")
@@ -567,15 +574,34 @@ def _kill(index: int) -> Callable[[RunContext], None]:
 
 
 def _kill_during_snapshot(context: RunContext) -> None:
-    """SIGKILL of m3 while a snapshot is in flight (the next one starts 200 ms after the last completed)."""
-    context.wait_snapshots()
-    time.sleep(context.rng.uniform(0.0, SNAPSHOT_INTERVAL_MS / 1000 + 0.05))
+    """SIGKILL of m3 while a snapshot is in flight.
+
+    Snapshots start at a steady period (one interval after the last one's commit); the starts of
+    two consecutive ones (the event feed's ``snapshot_started``) give it, and the kill comes at a
+    later start plus a seeded share of the last snapshot's duration. Whether a snapshot was in
+    flight is read from the coordinator's log after the run (it logs the snapshot failed).
+    """
+    starts: list[float] = []
+    for event in context.client.events(timeout=30):
+        if event.kind is records.EventKind.SNAPSHOT_STARTED and event.job_id == context.job.id:
+            starts.append(event.time / 1000)
+            if len(starts) == 3:
+                break
+    if len(starts) < 3:
+        raise RuntimeError("no three snapshot starts within 30 s")
+    period = starts[-1] - starts[-2]
+    duration = max(int(context.job.snapshot.get("duration_ms", 0)) / 1000, 0.01)
+    target = starts[-1] + context.rng.uniform(0.1, 0.9) * duration
+    while target < time.time() + 0.02:
+        target += period
+    time.sleep(target - time.time())
     context.fault_at = time.time()
     context.signal(2, signal.SIGKILL)
-    failed = r"snapshot \d+ failed"
-    with contextlib.suppress(AssertionError, TimeoutError):
-        wait_until(lambda: _first_line_after(context.logs[:1], context.fault_at, failed) is not None, "", 5)
-    hit = _first_line_after(context.logs[:1], context.fault_at, failed) is not None
+    context.after.append(_note_failed_snapshot)
+
+
+def _note_failed_snapshot(context: RunContext) -> None:
+    hit = _first_line_after(context.logs[:1], context.fault_at, r"snapshot \d+ failed") is not None
     context.notes.append("in flight: a snapshot failed" if hit else "no snapshot failure logged")
 
 
@@ -749,26 +775,44 @@ SCENARIOS: dict[str, Scenario] = {
             members=4,
             member_args=(*BASE_ARGS, "--backup-count", "2"),
         ),
-        Scenario("pause-member", "SIGSTOP of m3 past the failure timeout, then SIGCONT", _pause(2)),
-        Scenario("pause-coordinator", "SIGSTOP of m1 past the failure timeout, then SIGCONT", _pause(0)),
+        Scenario(
+            "pause-member",
+            "SIGSTOP of m3 past the failure timeout, then SIGCONT",
+            _pause(2),
+            count=LONG_COUNT,
+        ),
+        Scenario(
+            "pause-coordinator",
+            "SIGSTOP of m1 past the failure timeout, then SIGCONT",
+            _pause(0),
+            count=LONG_COUNT,
+        ),
         Scenario(
             "pause-member-sbp",
             "as pause-member, the job with split_brain_protection",
             _pause(2),
             config={"split_brain_protection": True},
+            count=LONG_COUNT,
         ),
         Scenario(
             "pause-coordinator-sbp",
             "as pause-coordinator, the job with split_brain_protection",
             _pause(0),
             config={"split_brain_protection": True},
+            count=LONG_COUNT,
         ),
-        Scenario("link-reset", "one data connection between two members closed (ss -K)", _reset_link),
+        Scenario(
+            "link-reset",
+            "one data connection between two members closed (ss -K)",
+            _reset_link,
+            count=LONG_COUNT,
+        ),
         Scenario(
             "restart-on-address",
             "SIGKILL of m3, then m3 started again on its ports",
             _restart_on_address,
             fixed_ports=True,
+            count=LONG_COUNT,
         ),
         Scenario("graceful-leave", "SIGTERM of m3 (graceful leave)", _graceful_leave),
         Scenario(
@@ -933,6 +977,18 @@ def _read_record(path: pathlib.Path) -> list[RunResult]:
     return [RunResult(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _snapshot_hits(results: Sequence[RunResult]) -> str:
+    """How many kill-during-snapshot runs met a snapshot in flight (the coordinator logged it failed)."""
+    runs = [r for r in results if r.scenario == "kill-during-snapshot"]
+    if not runs:
+        return ""
+    hits = sum(any(note.startswith("in flight") for note in r.notes) for r in runs)
+    return (
+        f"\nkill-during-snapshot: the kill met a snapshot in flight (the coordinator logged it failed) "
+        f"in {hits} of {len(runs)} runs.\n"
+    )
+
+
 def section(results: Sequence[RunResult], load: str) -> str:
     """The Markdown section of ``results``: how the runs were made, the table and every inexact run."""
     seeds = sorted({r.seed for r in results})
@@ -943,13 +999,15 @@ def section(results: Sequence[RunResult], load: str) -> str:
         "## Chaos suite (member processes on loopback)\n\n"
         f"{len(results)} runs: seeds {seeds[0]}..{seeds[-1]}, interleaved by round (round *r* runs every "
         f"scenario with seed *r*), {spread} runs per scenario; {load}. Each run: a fresh cluster "
-        f"(`{' '.join(BASE_ARGS)}`), one EXACTLY_ONCE job ({COUNT:,} items at {RATE:,}/s, snapshots every "
+        f"(`{' '.join(BASE_ARGS)}`), one EXACTLY_ONCE job ({COUNT:,} items at {RATE:,}/s, {LONG_COUNT:,} "
+        "where a member comes back, so that it joins while the job runs; snapshots every "
         f"{SNAPSHOT_INTERVAL_MS} ms) with windowed, keyed-stateful and map-sink state, the fault at a seeded "
         "moment after its first snapshot, its output compared with plain Python. *Lost*/*duplicated*: "
         "output records (and per-key map counts) missing or in excess, summed over the runs. *Recovery*: "
         "the fault to the job's next RUNNING in any member's log (median / max over the runs that "
         "restarted). Replay a run with `python bench/chaos.py --scenario NAME --seed N`.\n\n"
         + table(results)
+        + _snapshot_hits(results)
         + (f"\nRuns that were not exact:\n\n{details}\n" if details else "\nEvery run was exact.\n")
     )
 
