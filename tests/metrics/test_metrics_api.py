@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import prometheus_client
 import pytest
 from aiohttp import test_utils
 from prometheus_client import parser
@@ -89,7 +90,7 @@ def test_prometheus_names_follow_the_conventions() -> None:
     assert names.family("latency", {"user": "histogram"}).name == "jetlet_user_latency"
 
 
-def _registry() -> server.prometheus_client.CollectorRegistry:
+def _registry() -> prometheus_client.CollectorRegistry:
     counts = {"jobs.submitted": 3}
     return server.registry(collector.MemberCollector(lambda: "m1", list, lambda: [(10, 2)], lambda: counts))
 

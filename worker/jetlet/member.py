@@ -582,11 +582,12 @@ async def _serve(member: Member) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a member until SIGTERM/SIGINT; 0 on a clean stop, 2 on bad settings, 3 if a cluster refused it."""
     args = vars(build_parser().parse_args(argv))
-    for name in ("token", "secret"):
+    for name in ("token", "secret", "metrics_token"):
         if args.get(name) is not None:  # as docker login's --password: allowed, with a warning
+            flag = "--" + name.replace("_", "-")
             print(
-                f"jetlet member: warning: --{name} on the command line is visible to every user of this "
-                f"machine (ps); use --{name}-file or JETLET_{name.upper()} instead",
+                f"jetlet member: warning: {flag} on the command line is visible to every user of this "
+                f"machine (ps); use {flag}-file or JETLET_{name.upper()} instead",
                 file=sys.stderr,
             )
     try:

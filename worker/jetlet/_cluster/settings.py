@@ -255,7 +255,7 @@ MIN_SECRET_CHARS = 16
 
 def _read_text(what: str, inline: str, path: str) -> str:
     if inline:
-        return _strong(what, inline, f"--{what} or JETLET_{what.upper()}")
+        return _strong(what, inline, f"--{what.replace('_', '-')} or JETLET_{what.upper()}")
     if not path:
         return ""
     try:
