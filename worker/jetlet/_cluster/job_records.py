@@ -257,6 +257,8 @@ class JobTable:
             entry.completion_time = self._now_ms()
         if status is Status.RUNNING:
             entry.suspension_cause = ""
+        if status not in (Status.STARTING, Status.RUNNING):
+            entry.recovering_since = None  # a recovery that ends suspended or failed is no later 'recovered'
         self._events.append(
             records.EventKind.JOB_STATUS,
             job_id=entry.id,
