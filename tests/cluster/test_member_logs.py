@@ -12,7 +12,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import pathlib
+import re
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -241,3 +244,34 @@ def test_the_log_format_is_a_member_setting_checked_before_the_start() -> None:
     assert settings.load({}, environ={"JETLET_LOG_FORMAT": "json"}).log_format == "json"
     with pytest.raises(settings.SettingsError, match="'log_format' must be 'text' or 'json', got 'xml'"):
         settings.load({"log_format": "xml"}, environ={})
+
+
+def test_a_lost_member_logs_recovery_started_and_finished(tmp_path: pathlib.Path) -> None:
+    # given a 3-member cluster (JSON logs, quick failure detection) running a job that takes snapshots
+    fast = ["--heartbeat-interval-millis", "100", "--failure-timeout-millis", "1000"]
+    local = LocalCluster(3, ["--log-format", "json", *fast], log_dir=tmp_path)
+    client = local.start()
+    try:
+        p = Pipeline()
+        p.read_from(Sources.test_stream(2000, lambda n: n)).without_timestamps().write_to(Sinks.noop())
+        config = JobConfig(
+            processing_guarantee=ProcessingGuarantee.AT_LEAST_ONCE, snapshot_interval_millis=200
+        )
+        job = client.new_job(p, config)
+        wait_until(lambda: _about(local, job.id_string, "snapshot 2 completed"), "two snapshots", 60)
+        # when a member is killed
+        os.kill(client.pids[2], signal.SIGKILL)
+        # then the coordinator logs the recovery's start (from a snapshot) and its end, naming the job
+        wait_until(lambda: _about(local, job.id_string, "recovered"), "the recovery's end in the log", 60)
+        (started,) = _about(local, job.id_string, "recovering")
+        (finished,) = _about(local, job.id_string, "recovered")
+        assert started["level"] == "WARNING" and started["member"] == finished["member"] == "m1"
+        assert "member m3 left the cluster while the job ran" in started["message"]
+        assert re.search(r"restarting it on the members left from snapshot \d+$", started["message"])
+        assert re.search(
+            r"recovered: running again on m1, m2 from snapshot \d+, [\d.]+ s after", finished["message"]
+        )
+        assert started["time"] <= finished["time"]
+        job.cancel()
+    finally:
+        local.stop()
