@@ -85,3 +85,13 @@ def test_a_sender_without_a_bound_sends_what_the_window_allows() -> None:
     sender.call()
 
     assert _items(sent) == 200
+
+
+def test_light_items_go_by_the_item_bound_and_heavier_ones_start_the_byte_count() -> None:
+    queue = queues.SpscQueue(1024, "mixed", max_bytes=MB)
+    assert queue.offer_batch(list(range(10))) == 10  # light: a full queue of ints is far below 1 MB
+
+    taken = queue.offer_batch([b"x" * ITEM for _ in range(100)])  # heavier: weighed, counted
+
+    assert 1 <= taken <= MB // ITEM and queue.queued_bytes() <= MB
+    assert queue.queued_bytes() >= taken * ITEM  # the light items queued before count too

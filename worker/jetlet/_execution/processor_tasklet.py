@@ -127,7 +127,8 @@ class ProcessorTasklet(Tasklet):
         """Items delivered to each output ordinal (Jet's ``emittedCount``), counted per batch."""
         self.bucket_bytes = 0
         """Bytes (estimated) an outbox bucket may hold: its queues' share of ``max_queued_bytes`` (0: no
-        bound). Each bucket starts at one item and is fitted to its items' weight at each delivery."""
+        bound). Each bucket starts at one item and is fitted to its items' weight whenever it is
+        delivered full (a bucket delivered before it filled up was not held back by its size)."""
         self.top_observed_watermark = inbound.NO_WATERMARK
         self.last_forwarded_watermark = inbound.NO_WATERMARK
         """The last watermark this processor emitted (Jet's ``lastForwardedWm``)."""
@@ -232,7 +233,7 @@ class ProcessorTasklet(Tasklet):
                 if bucket:
                     outbox.buckets[ordinal] = []
                     self.emitted[ordinal] += len(bucket)
-                    if self.bucket_bytes:
+                    if self.bucket_bytes and len(bucket) >= outbox.bucket_capacity(ordinal):  # a full one
                         outbox.fit_bucket(ordinal, self.bucket_bytes // (item_bytes(bucket[0]) or 1))
                     collector.push(bucket)
                     moved = True

@@ -19,7 +19,13 @@ only as far as the bytes already queued leave room, except that an empty
 queue always takes one item, however large. Only the producer keeps the byte
 count: it notes the running totals of items and bytes at each batch it adds,
 and drops the notes the consumer's ``_removed`` has passed (the consumer
-removes whole batches), so neither side takes a lock here either.
+removes whole batches), so neither side takes a lock here either. Items
+light enough that a full queue of them stays within ``max_bytes`` (most
+streams) need no byte count: they are weighed once per
+:data:`LIGHT_BATCHES` batches of one type, the batches between go by the
+item bound alone, and the count starts (with what is queued) when a weighed
+batch is heavier. So a batch of much heavier items of the same type can slip
+in by the item bound until the next weighing.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ class _DoneItem:
 
 
 DONE_ITEM: Final = _DoneItem()
+LIGHT_BATCHES = 32
+"""Batches of items light enough that a full queue of them stays within ``max_bytes`` that a queue
+takes without weighing each (the next one of that type is weighed again)."""
 
 
 class SpscQueue:
@@ -50,6 +59,9 @@ class SpscQueue:
         "_batches",
         "_bytes_added",
         "_bytes_gone",
+        "_light",
+        "_light_type",
+        "_light_weight",
         "_marks",
         "_removed",
         "capacity",
@@ -72,6 +84,10 @@ class SpscQueue:
         self._bytes_added = 0
         self._bytes_gone = 0
         self._marks: deque[tuple[int, int]] = deque()
+        self._light = 0
+        """Batches still to take without weighing them (items light enough: the item bound is stricter)."""
+        self._light_type: type | None = None
+        self._light_weight = 0
 
     # -- producer side ---------------------------------------------------
     def room(self) -> int:
@@ -89,15 +105,20 @@ class SpscQueue:
             return 0
         weight = 0
         if self.max_bytes:
-            weight = item_bytes(items[0]) or 1
-            fits = (
-                (self.max_bytes - self.queued_bytes()) // weight
-                if queued
-                else max(1, self.max_bytes // weight)
-            )
-            if fits <= 0:
-                return 0
-            room = min(room, fits)
+            first = items[0]
+            if self._light and type(first) is self._light_type:
+                self._light -= 1
+            else:
+                weight = self._weigh(first, queued)
+                if weight:
+                    fits = (
+                        (self.max_bytes - self.queued_bytes()) // weight
+                        if queued
+                        else max(1, self.max_bytes // weight)
+                    )
+                    if fits <= 0:
+                        return 0
+                    room = min(room, fits)
         count = len(items)
         if count > room:
             self._batches.append(items[:room])
@@ -113,6 +134,19 @@ class SpscQueue:
         if size > self.high_water_mark:
             self.high_water_mark = size
         return count
+
+    def _weigh(self, first: Any, queued: int) -> int:
+        """The weight of a batch's items, or 0 when a full queue of them stays within ``max_bytes``
+        (then the next :data:`LIGHT_BATCHES` batches of that type are not weighed)."""
+        weight = item_bytes(first) or 1
+        if weight * self.capacity <= self.max_bytes and not self.queued_bytes():
+            self._light, self._light_type, self._light_weight = LIGHT_BATCHES, type(first), weight
+            return 0
+        if self._light_type is not None:  # out of the light mode: count what it queued
+            self._bytes_added += queued * self._light_weight
+            self._marks.append((self._added, self._bytes_added))
+            self._light, self._light_type = 0, None
+        return weight
 
     def queued_bytes(self) -> int:
         """Bytes (estimated) queued now, as the producer sees it (an upper bound)."""

@@ -146,6 +146,10 @@ class Outbox:
             self._limits[ordinal] = self._capacities[ordinal]
         return control
 
+    def bucket_capacity(self, ordinal: int) -> int:
+        """How many items the bucket of ``ordinal`` holds (see :meth:`fit_bucket`)."""
+        return self._capacities[ordinal]
+
     def fit_bucket(self, ordinal: int, items: int) -> None:
         """Engine side: let the bucket of ``ordinal`` hold ``items`` (1 to the outbox's capacity) from now
         on: fewer for large items, so that a bucket stays within the bytes its queues may hold."""
