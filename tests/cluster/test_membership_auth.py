@@ -98,3 +98,27 @@ def test_a_client_with_the_token_cannot_add_a_fake_member(cluster: Client, signa
     assert [status for status, _ in answers] == [403, 403, 403]
     assert all("membership message" in text for _, text in answers)
     assert [m.name for m in cluster.cluster().members] == members_before == ["m1", "m2"]
+
+
+def test_a_refused_signature_is_a_wrong_secret_refusal_and_a_clock_far_off_is_not() -> None:
+    refusal = membership_auth.wrong_secret_refusal(
+        {"error": membership_auth.NOT_SIGNED, "cluster_size": 3}, "uuid-1"
+    )
+    assert refusal == {
+        "kind": "refused",
+        "uuid": "uuid-1",
+        "reason": "wrong cluster secret",
+        "cluster_size": 3,
+    }
+    skew = membership_auth.verify(SECRET, BODY, membership_auth.sign(SECRET, BODY, NOW_MS), NOW_MS * 2)
+    assert skew is not None and membership_auth.wrong_secret_refusal({"error": skew}, "uuid-1") is None
+
+
+def test_refusals_are_logged_once_per_sender_address(caplog: pytest.LogCaptureFixture) -> None:
+    log = membership_auth.RefusalLog()
+    with caplog.at_level("WARNING"):
+        for _ in range(50):
+            log.note("127.0.0.9", {"kind": "join", "member": {"name": "w"}}, membership_auth.NOT_SIGNED)
+        log.note("127.0.0.8", {"kind": "heartbeat", "name": "x"}, membership_auth.NOT_SIGNED)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "member 'w' from 127.0.0.9" in lines[0] and "'x'" in lines[1]

@@ -267,9 +267,11 @@ class Member:
                 async with self._session.post(
                     url, data=body, headers=headers, ssl=self._client_ssl or True
                 ) as response:
-                    await response.read()
+                    answer = await response.read()
                     if response.status == 401 and target is None:
                         self.seed_watch.note_failure(address, "refused this member's REST token (401)")
+                    elif response.status == 403 and target is None:
+                        self._on_membership_refused(address, answer)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 if target is None:  # a seed: SeedWatch reports it if the member stays alone
                     self.seed_watch.note_failure(address, f"unreachable ({type(exc).__name__}: {exc})")
@@ -324,6 +326,22 @@ class Member:
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)  # held until done: the loop keeps only a weak reference
         task.add_done_callback(self._background.discard)
+
+    def _on_membership_refused(self, address: str, answer: bytes) -> None:
+        """A seed refused this member's membership message (403): a wrong cluster secret stops it."""
+        assert self.membership is not None
+        try:
+            body = json.loads(answer)
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        refusal = membership_auth.wrong_secret_refusal(body, self.membership.local.uuid) if body else None
+        if refusal is not None:
+            self._on_refused(refusal)
+        else:
+            self.seed_watch.note_failure(
+                address, f"refused its membership messages: {body.get('error', answer[:200])}"
+            )
 
     def _on_refused(self, message: dict[str, Any]) -> None:
         """A coordinator refused this member's join: stop if it applies (``admission.refusal_applies``)."""

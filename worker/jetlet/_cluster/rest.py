@@ -224,7 +224,10 @@ async def _membership(request: web.Request) -> web.Response:
         state.membership_secret, await request.read(), signature, int(time.time() * 1000)
     )
     if refused is not None:
-        return req.error_response(403, refused)
+        req.counted(request, "refused_membership")
+        state.membership_refusals.note(request.remote or "", message, refused)
+        size = len(state.cluster_info().get("members", []))
+        return web.json_response({"error": refused, "cluster_size": size}, status=403)
     await state.membership(message)
     return web.json_response({"ok": True})
 
@@ -337,6 +340,7 @@ def create_app(
         membership,
         readiness,
         membership_secret=membership_secret,
+        membership_refusals=membership_auth.RefusalLog(),
     )
     limiter = auth_limiter.FailureLimiter()  # bad bearer tokens and wrong console logins alike
     app[rest_auth.LIMITER_KEY] = limiter

@@ -55,6 +55,8 @@ class State:
     readiness: ReadinessReport | None = None
     membership_secret: bytes = b""
     """The cluster secret that membership messages must be signed with (see ``membership_auth``)."""
+    membership_refusals: Any = None
+    """The :class:`~jetlet._cluster.membership_auth.RefusalLog` of refused membership messages."""
     counters: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
 
