@@ -24,8 +24,10 @@ key is a *wrong state* and counts as a duplicate. A run is
   cannot be restored exactly must fail; this is not wrong, and is counted
   apart);
 * **wrong**: anything else (a COMPLETED job with a wrong result, a FAILED
-  job without a reason, a job that did not end within ``JOB_TIMEOUT_S``, or a
-  harness error around the run).
+  job without a reason, a job that did not end within ``JOB_TIMEOUT_S``);
+* **run error**: the run broke off before a verdict (the cluster did not
+  start, or did not do what the fault waits for, such as removing a paused
+  member within a minute); the reason says which. Not exact either.
 
 Every run that is not exact keeps its evidence — the members' logs, the
 job's record and the differences — in ``bench/out/chaos-<scenario>-seed<N>-<time>/``,
@@ -367,7 +369,7 @@ class RunResult:
     scenario: str
     seed: int
     verdict: str
-    """``exact``, ``failed`` (FAILED with a reason) or ``wrong``."""
+    """``exact``, ``failed`` (FAILED with a reason), ``wrong``, or ``error`` (the run broke off)."""
     status: str = ""
     lost: int = 0
     duplicated: int = 0
@@ -421,7 +423,6 @@ def run_once(scenario: Scenario, seed: int) -> RunResult:
     rng = random.Random(f"{scenario.name}:{seed}")
     work = pathlib.Path(tempfile.mkdtemp(prefix=f"jetlet-chaos-{scenario.name}-"))
     result = RunResult(scenario.name, seed, "wrong")
-    context: RunContext | None = None
     record: dict[str, Any] = {}
     try:
         with contextlib.ExitStack() as stack, MemorySampler() as memory:
@@ -459,8 +460,8 @@ def run_once(scenario: Scenario, seed: int) -> RunResult:
                 result.notes.append(
                     f"peak RSS {result.peak_rss_mb} MB over the {LARGE_RSS_BOUND_MB} MB bound"
                 )
-    except Exception as exc:  # the harness or the cluster failed around the run: not exact, kept
-        result.verdict = "wrong"
+    except Exception as exc:  # no verdict: the run broke off (the reason says where); not exact, kept
+        result.verdict = "error"
         result.reason = f"run error: {type(exc).__name__}: {exc}"
     result.seconds = time.monotonic() - started
     if result.verdict != "exact":
@@ -852,6 +853,7 @@ def table(results: Sequence[RunResult]) -> str:
         exact = sum(r.verdict == "exact" for r in runs)
         failed = sum(r.verdict == "failed" for r in runs)
         wrong = sum(r.verdict == "wrong" for r in runs)
+        broken = sum(r.verdict == "error" for r in runs)
         recoveries = [r.recovery_s for r in runs if r.recovery_s is not None]
         rows.append(
             [
@@ -859,6 +861,7 @@ def table(results: Sequence[RunResult]) -> str:
                 f"{exact} of {len(runs)}",
                 str(failed),
                 str(wrong),
+                str(broken),
                 str(sum(r.lost for r in runs)),
                 str(sum(r.duplicated for r in runs)),
                 _seconds(recoveries),
@@ -872,6 +875,7 @@ def table(results: Sequence[RunResult]) -> str:
             "exact",
             "FAILED with reason",
             "wrong",
+            "run error",
             "lost",
             "duplicated",
             "recovery s (median / max)",
@@ -887,7 +891,7 @@ def _details(results: Sequence[RunResult]) -> str:
     for r in results:
         if r.verdict == "exact":
             continue
-        what = "FAILED with a reason" if r.verdict == "failed" else "WRONG"
+        what = {"failed": "FAILED with a reason", "wrong": "WRONG", "error": "RUN ERROR"}[r.verdict]
         reason = r.reason.strip().splitlines()[0] if r.reason.strip() else "(no reason)"
         notes = "; ".join(r.notes)
         lines.append(
@@ -920,6 +924,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--results", type=pathlib.Path, help="also put the section into this RESULTS.md (as run_all does)"
     )
+    parser.add_argument("--about", default="", help="a sentence the section adds (e.g. how it was run)")
     args = parser.parse_args(list(argv))
     chosen = [s.strip() for s in args.scenario.split(",") if s.strip()] or list(SCENARIOS)
     unknown = sorted(set(chosen) - set(SCENARIOS))
@@ -989,7 +994,7 @@ def _snapshot_hits(results: Sequence[RunResult]) -> str:
     )
 
 
-def section(results: Sequence[RunResult], load: str) -> str:
+def section(results: Sequence[RunResult], load: str, about: str = "") -> str:
     """The Markdown section of ``results``: how the runs were made, the table and every inexact run."""
     seeds = sorted({r.seed for r in results})
     counts = collections.Counter(r.scenario for r in results)
@@ -1005,7 +1010,8 @@ def section(results: Sequence[RunResult], load: str) -> str:
         "moment after its first snapshot, its output compared with plain Python. *Lost*/*duplicated*: "
         "output records (and per-key map counts) missing or in excess, summed over the runs. *Recovery*: "
         "the fault to the job's next RUNNING in any member's log (median / max over the runs that "
-        "restarted). Replay a run with `python bench/chaos.py --scenario NAME --seed N`.\n\n"
+        "restarted; after a pause it includes the 1.5 s failure timeout). Replay a run with "
+        f"`python bench/chaos.py --scenario NAME --seed N`.{' ' + about if about else ''}\n\n"
         + table(results)
         + _snapshot_hits(results)
         + (f"\nRuns that were not exact:\n\n{details}\n" if details else "\nEvery run was exact.\n")
@@ -1017,14 +1023,14 @@ def main(argv: Sequence[str] = ()) -> str:
     if args.list:
         return "\n".join(f"{s.name}: {s.what}" for s in SCENARIOS.values())
     if args.table_from is not None:
-        markdown = section(_read_record(args.table_from), "results read from the run record")
+        markdown = section(_read_record(args.table_from), "results read from the run record", args.about)
     else:
         first = args.first_seed
         seeds = [args.seed] if args.seed is not None else list(range(first, first + args.repeats))
         load_before = os.getloadavg()
         results = run_suite(args.scenarios, seeds, _deadline(args.deadline), args.record)
         load = f"one-minute load average {load_before[0]:.1f} before and {os.getloadavg()[0]:.1f} after"
-        markdown = section(results, load)
+        markdown = section(results, load, args.about)
     if args.results is not None:
         import run_all  # beside this script: the same section markers and provenance line
 
