@@ -1,6 +1,7 @@
 """``python -m jetlet_operator``: run the operator (kopf, standalone, the namespaces of the settings).
 
-Flags after the module name go to ``kopf run`` (``--verbose``, ``--liveness=http://0.0.0.0:8080/healthz``).
+Flags after the module name go to ``kopf run`` (``--verbose``...). With the ``metrics_port``
+setting, the operator serves ``/metrics`` and ``/healthz`` there (:mod:`jetlet_operator.metrics`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
         args.append("--standalone")
     args += [f"--namespace={ns}" for ns in config.namespaces] or ["--all-namespaces"]
     if config.metrics_port:
-        args.append(f"--liveness=http://0.0.0.0:{config.metrics_port}/healthz")
+        from jetlet_operator import handlers  # the module kopf runs: it serves from its start-up
+
+        handlers.STATE.serve_port = config.metrics_port
     if config.log_level == "DEBUG":
         args.append("--debug")
     args += list(sys.argv[1:] if argv is None else argv)

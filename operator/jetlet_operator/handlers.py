@@ -14,11 +14,17 @@ spec into ``kopf.PermanentError`` (kopf stops retrying that generation).
 * JetJob: create/update/resume and a timer reconcile; deletion runs the
   finalizer ``jetlet.io/finalizer``, which cancels the job (bounded).
 * JetJobSnapshot: create/resume and a timer export once.
+
+Every reconciliation is counted and timed, and the statuses written are
+noted, for the operator's own metrics (:mod:`jetlet_operator.metrics`),
+served with ``/healthz`` on the ``metrics_port`` when ``python -m
+jetlet_operator`` runs the operator (:attr:`_State.serve_port`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -30,7 +36,7 @@ import kopf
 from jetlet import client as client_mod
 from jetlet import errors
 from jetlet.records import EventKind, JobEvent
-from jetlet_operator import builders, feed, jobs, kube, reconcile
+from jetlet_operator import builders, feed, jobs, kube, metrics, reconcile
 from jetlet_operator import settings as settings_mod
 
 _log = logging.getLogger("jetlet_operator")
@@ -44,6 +50,9 @@ SETTINGS = settings_mod.from_environ(os.environ)
 
 class _State:
     api: kube.KubeAccess | None = None
+    serve_port: int | None = None
+    """Serve ``/metrics`` and ``/healthz`` on this port (0: any) from start-up; None: not at all."""
+    served: contextlib.AsyncExitStack | None = None
 
 
 STATE = _State()
@@ -70,24 +79,32 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.request_timeout = 30
     if STATE.api is None:
         STATE.api = await kube.KubeApi.connect(os.environ.get("JETLET_OPERATOR_TEST_API", ""))
+    if STATE.serve_port is not None and STATE.served is None:
+        STATE.served = contextlib.AsyncExitStack()
+        port = await STATE.served.enter_async_context(
+            metrics.serve(STATE.serve_port, lambda: STATE.api is not None)
+        )
+        _log.info("serving /metrics and /healthz on port %d", port)
 
 
 @kopf.on.cleanup()
 async def close(**_: Any) -> None:
+    if STATE.served is not None:
+        await STATE.served.aclose()
+        STATE.served = None
     if isinstance(STATE.api, kube.KubeApi):
         await STATE.api.close()
     STATE.api = None
 
 
-@kopf.on.probe(id="api")
-def liveness(**_: Any) -> bool:
-    """For ``--liveness``: the operator is up and has its API client."""
-    return STATE.api is not None
-
-
 def _post(body: Mapping[str, Any], events: list[reconcile.Event]) -> None:
     for kind, reason, message in events:
         kopf.event(body, type=kind, reason=reason, message=message[:1024])  # type: ignore[arg-type]
+
+
+def _note(kind: str, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+    metadata = body["metadata"]
+    metrics.note_status(kind, metadata.get("namespace", ""), metadata["name"], status)
 
 
 def _finish(outcome: reconcile.Outcome, body: Mapping[str, Any], patch: kopf.Patch) -> None:
@@ -108,15 +125,26 @@ def _finish(outcome: reconcile.Outcome, body: Mapping[str, Any], patch: kopf.Pat
 @kopf.on.resume(GROUP, VERSION, "jetclusters")
 async def cluster_changed(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     """Apply the cluster's objects; observe it until its members are ready."""
-    _finish(await reconcile.reconcile_cluster(body, _api(), SETTINGS), body, patch)
+    with metrics.reconciling("JetCluster"):
+        outcome = await reconcile.reconcile_cluster(body, _api(), SETTINGS)
+        _note("JetCluster", body, outcome.status)
+        _finish(outcome, body, patch)
 
 
 @kopf.timer(GROUP, VERSION, "jetclusters", interval=SETTINGS.resync_seconds, idle=2)
 async def cluster_resync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     """Safety net: observe the members again."""
-    outcome = await reconcile.observe_cluster(body, _api(), SETTINGS)
-    patch.status.update(outcome.status)
-    _post(body, outcome.events)
+    with metrics.reconciling("JetCluster"):
+        outcome = await reconcile.observe_cluster(body, _api(), SETTINGS)
+        _note("JetCluster", body, outcome.status)
+        patch.status.update(outcome.status)
+        _post(body, outcome.events)
+
+
+@kopf.on.delete(GROUP, VERSION, "jetclusters", optional=True)
+async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
+    """The cluster goes (its objects with it, by owner references): it counts no more."""
+    metrics.forget("JetCluster", body["metadata"].get("namespace", ""), body["metadata"]["name"])
 
 
 @kopf.daemon(GROUP, VERSION, "jetclusters", cancellation_timeout=5)
@@ -189,10 +217,12 @@ async def job_changed(**kw: Any) -> None:
     """Reconcile the JetJob: submit, suspend, resume, cancel, restart or upgrade its job."""
     name, namespace, body, patch = kw["name"], kw["namespace"], kw["body"], kw["patch"]
     spec, status, meta = kw["spec"], kw["status"], kw["meta"]
-    outcome = await reconcile.reconcile_job(
-        name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
-    )
-    _finish(dataclasses.replace(outcome, status={}), body, patch)  # reconcile_job wrote the status
+    with metrics.reconciling("JetJob"):
+        outcome = await reconcile.reconcile_job(
+            name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
+        )
+        metrics.note_status("JetJob", namespace, name, outcome.status)
+        _finish(dataclasses.replace(outcome, status={}), body, patch)  # reconcile_job wrote the status
 
 
 @kopf.timer(GROUP, VERSION, "jetjobs", interval=SETTINGS.resync_seconds, idle=2)
@@ -200,18 +230,22 @@ async def job_resync(**kw: Any) -> None:
     """Safety net (the feed is the main path): reconcile again."""
     name, namespace, body = kw["name"], kw["namespace"], kw["body"]
     spec, status, meta = kw["spec"], kw["status"], kw["meta"]
-    outcome = await reconcile.reconcile_job(
-        name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
-    )
-    _post(body, outcome.events)  # reconcile_job wrote the status
+    with metrics.reconciling("JetJob"):
+        outcome = await reconcile.reconcile_job(
+            name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
+        )
+        metrics.note_status("JetJob", namespace, name, outcome.status)
+        _post(body, outcome.events)  # reconcile_job wrote the status
 
 
 @kopf.on.delete(GROUP, VERSION, "jetjobs")
 async def job_deleted(**kw: Any) -> None:
     """The finalizer: cancel the job, bounded; never holds the JetJob when the cluster is gone."""
     name, namespace, spec, body = kw["name"], kw["namespace"], kw["spec"], kw["body"]
-    events = await reconcile.finalize_job(name, namespace, dict(spec), _api(), SETTINGS)
-    _post(body, events)
+    with metrics.reconciling("JetJob"):
+        events = await reconcile.finalize_job(name, namespace, dict(spec), _api(), SETTINGS)
+        metrics.forget("JetJob", namespace, name)
+        _post(body, events)
 
 
 # ---------------------------------------------------------------------------------------- JetJobSnapshot
@@ -223,7 +257,15 @@ async def snapshot_created(**kw: Any) -> None:
     """Export the snapshot once its JetJob's job runs."""
     name, namespace, body, patch = kw["name"], kw["namespace"], kw["body"], kw["patch"]
     spec, status, meta = kw["spec"], kw["status"], kw["meta"]
-    outcome = await reconcile.reconcile_snapshot(
-        name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
-    )
-    _finish(outcome, body, patch)
+    with metrics.reconciling("JetJobSnapshot"):
+        outcome = await reconcile.reconcile_snapshot(
+            name, namespace, dict(spec), dict(status), int(meta.get("generation", 1)), _api(), SETTINGS
+        )
+        metrics.note_status("JetJobSnapshot", namespace, name, outcome.status)
+        _finish(outcome, body, patch)
+
+
+@kopf.on.delete(GROUP, VERSION, "jetjobsnapshots", optional=True)
+async def snapshot_deleted(body: kopf.Body, **_: Any) -> None:
+    """The snapshot resource goes: it counts no more (the exported snapshot stays in its cluster)."""
+    metrics.forget("JetJobSnapshot", body["metadata"].get("namespace", ""), body["metadata"]["name"])

@@ -36,7 +36,7 @@ class OperatorSettings:
     log_level: str = "INFO"
     """DEBUG, INFO, WARNING, ERROR or CRITICAL."""
     metrics_port: int = 8080
-    """Port of the operator's liveness endpoint (``/healthz``); 0: none."""
+    """Port of the operator's ``/metrics`` (Prometheus) and liveness endpoint ``/healthz``; 0: none."""
     rest_port: int = 8701
     """The REST port the member pods serve on."""
     data_port: int = 5701

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 from kubeharness import KubeCluster, default_bin_dir, ensure_binaries
+from prometheus_client.parser import text_string_to_metric_families
 
 from jetlet.testing import wait_until
 
@@ -233,7 +234,7 @@ def test_helm_install_runs_the_operator_ready_with_its_healthz(kube: KubeCluster
         f"http://{pod['status']['podIP']}:{release.port}/healthz", timeout=5
     ) as answer:
         assert answer.status == 200
-        assert json.loads(answer.read()) == {"api": True}
+        assert json.loads(answer.read()) == {"status": "ok"}
     # the operator's process talks to the API server as the chart's ServiceAccount, nothing more
     assert _api_user_of(kube, pod) == f"system:serviceaccount:{ns}:{LIVE}"
 
@@ -278,6 +279,30 @@ def test_a_jetcluster_becomes_ready_through_the_operator_pod(kube: KubeCluster, 
     assert status["phase"] == "Running" and status["readyMembers"] == 1
     sts = kube.api().get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/jet")
     assert sts["metadata"]["ownerReferences"][0]["kind"] == "JetCluster"
+    # and the operator's own metrics, beside /healthz, count the reconciliations and the cluster
+    operator = release.ready_pod()
+    url = f"http://{operator['status']['podIP']}:{release.port}/metrics"
+
+    def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    wait_until(
+        lambda: scraped().get(("jetlet_operator_clusters", (("phase", "Running"),))) == 1.0,
+        "the operator's metrics to count the Running cluster",
+        timeout=30,
+    )
+    samples = scraped()
+    assert (
+        samples[("jetlet_operator_reconciliations_total", (("kind", "JetCluster"), ("outcome", "ok")))] >= 1
+    )
+    assert samples[("jetlet_operator_cluster_ready_members", (("cluster", "jet"), ("namespace", ns)))] == 1
+    assert samples[("jetlet_operator_reconcile_duration_seconds_count", (("kind", "JetCluster"),))] >= 1
 
 
 def test_helm_upgrade_with_another_log_level_rolls_the_deployment(
