@@ -164,6 +164,7 @@ def get_headless_service(
             "ports": [
                 {"name": "rest", "port": rest_port, "targetPort": "rest"},
                 {"name": "data", "port": data_port, "targetPort": "data"},
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
             ],
         },
     }
@@ -244,6 +245,8 @@ def member_args(
         str(rest_port),
         "--data-port",
         str(data_port),
+        "--metrics-port",
+        str(METRICS_PORT),
         "--secret-file",
         f"{SECRET_DIR}/secret",
         "--token-file",
@@ -316,6 +319,7 @@ def get_stateful_set(
         "ports": [
             {"name": "rest", "containerPort": rest_port},
             {"name": "data", "containerPort": data_port},
+            {"name": "metrics", "containerPort": METRICS_PORT},
         ],
         "readinessProbe": {
             "httpGet": {"path": "/ready", "port": "rest"},
@@ -387,3 +391,7 @@ def get_cluster_objects(
         get_pod_disruption_budget(owner),
         get_stateful_set(owner, spec, default_image, rest_port, data_port),
     ]
+
+
+METRICS_PORT = 9701
+"""The port of the members' Prometheus ``/metrics`` (a member's own default is any free port)."""
