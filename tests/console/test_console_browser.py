@@ -7,8 +7,9 @@ vertex of its DAG drawn in the SVG and a rate that changes while the job
 runs, exports a named snapshot, suspends it and sees it SUSPENDED, and
 resumes it and sees it RUNNING again. A member started with
 ``--console-anonymous read-only`` shows a failed job's failure text to a
-visitor who has not logged in, with every action disabled. The expected vertex names are read from the job's DOT, not from the
-JSON the console draws.
+visitor who has not logged in, with every action disabled. The expected
+vertex names are read from the job's DOT, not from the JSON the console
+draws.
 """
 
 from __future__ import annotations
