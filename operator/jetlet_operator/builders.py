@@ -270,7 +270,8 @@ def member_args(
     else:
         headless = names(cluster)["headless"]
         args += ["--discovery", "dns", "--members", f"dns:{headless}.{namespace}.svc:{rest_port}"]
-    if spec.raw.get("snapshotStore", {}).get("volumeClaimTemplate"):
+    store = spec.raw.get("snapshotStore", {})
+    if store.get("volumeClaimTemplate") or store.get("claimName"):
         args += ["--snapshot-directory", SNAPSHOT_DIR]
     return args
 
@@ -306,10 +307,14 @@ def get_stateful_set(
         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
     ]
     claims = []
-    template = spec.raw.get("snapshotStore", {}).get("volumeClaimTemplate")
-    if template:
+    shared: list[Obj] = []
+    store = spec.raw.get("snapshotStore", {})
+    if store.get("volumeClaimTemplate"):  # a volume per member
         mounts.append({"name": "snapshots", "mountPath": SNAPSHOT_DIR})
-        claims.append({"metadata": {"name": "snapshots"}, "spec": dict(template)})
+        claims.append({"metadata": {"name": "snapshots"}, "spec": dict(store["volumeClaimTemplate"])})
+    elif store.get("claimName"):  # one volume that every member mounts
+        mounts.append({"name": "snapshots", "mountPath": SNAPSHOT_DIR})
+        shared.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": store["claimName"]}})
     container: Obj = {
         "name": "member",
         "image": spec.image or default_image,
@@ -343,6 +348,7 @@ def get_stateful_set(
         "volumes": [
             {"name": "secret", "secret": {"secretName": cluster_names["secret"]}},
             {"name": "config", "configMap": {"name": cluster_names["configmap"]}},
+            *shared,
         ],
     }
     for key in ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "priorityClassName"):

@@ -95,6 +95,11 @@ def cluster_spec(spec: Mapping[str, Any]) -> ClusterSpec:
     for name in ("env", "tolerations", "topologySpreadConstraints", "imagePullSecrets"):
         if name in spec and not isinstance(spec[name], list):
             raise SpecError(f"spec.{name}", "must be a list")
+    store = spec.get("snapshotStore", {})
+    if not isinstance(store, Mapping):
+        raise SpecError("spec.snapshotStore", "must be an object")
+    if store.get("claimName") and store.get("volumeClaimTemplate"):
+        raise SpecError("spec.snapshotStore", "give claimName or volumeClaimTemplate, not both")
     return ClusterSpec(
         size=_int(spec, "size", 3, 1, 100),
         image=str(spec.get("image", "") or ""),

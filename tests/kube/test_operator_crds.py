@@ -51,6 +51,10 @@ def test_the_examples_are_accepted_and_printed_with_short_names(
         ("jetjob-bad-state.yaml", 'spec.state: Unsupported value: "Paused"'),
         ("jetjob-no-cluster.yaml", "spec.clusterRef: Required value"),
         ("jetjob-two-pipelines.yaml", "spec.pipeline needs exactly one of inline, configMapRef and module"),
+        (
+            "jetcluster-two-snapshot-stores.yaml",
+            "snapshotStore: give claimName or volumeClaimTemplate, not both",
+        ),
     ],
 )
 def test_bad_manifests_are_refused_naming_the_field(

@@ -53,6 +53,30 @@ def test_the_statefulset_has_stable_identities_parallel_start_probes_and_the_mem
     assert dns[dns.index("--members") + 1] == "dns:jet-members.ns.svc:8701"
 
 
+def test_a_snapshot_store_is_a_volume_per_member_or_one_shared_claim() -> None:
+    template = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    per_member = builders.get_stateful_set(
+        OWNER, specs.cluster_spec({"snapshotStore": {"volumeClaimTemplate": template}}), "img"
+    )
+    shared = builders.get_stateful_set(
+        OWNER, specs.cluster_spec({"snapshotStore": {"claimName": "jet-snapshots"}}), "img"
+    )
+    none = builders.get_stateful_set(OWNER, specs.cluster_spec({}), "img")
+    for sts in (per_member, shared):
+        (container,) = sts["spec"]["template"]["spec"]["containers"]
+        assert container["args"][container["args"].index("--snapshot-directory") + 1] == builders.SNAPSHOT_DIR
+        assert {"name": "snapshots", "mountPath": builders.SNAPSHOT_DIR} in container["volumeMounts"]
+    assert per_member["spec"]["volumeClaimTemplates"] == [
+        {"metadata": {"name": "snapshots"}, "spec": template}
+    ]
+    assert {"name": "snapshots", "persistentVolumeClaim": {"claimName": "jet-snapshots"}} in shared["spec"][
+        "template"
+    ]["spec"]["volumes"]
+    assert "volumeClaimTemplates" not in shared["spec"]
+    (plain,) = none["spec"]["template"]["spec"]["containers"]
+    assert "--snapshot-directory" not in plain["args"] and "volumeClaimTemplates" not in none["spec"]
+
+
 def test_a_settings_change_rolls_the_pods_and_the_other_objects_are_right() -> None:
     one = builders.get_stateful_set(OWNER, specs.cluster_spec({"backupCount": 1}), "img")
     two = builders.get_stateful_set(OWNER, specs.cluster_spec({"backupCount": 2}), "img")
