@@ -12,9 +12,12 @@ Taking snapshot *n* of execution *e* (all on the coordinator thread):
 1. ``snapshot_start`` to every member: each injects a barrier into its sources;
 2. each member reports ``snapshot_done`` once every tasklet saved its state
    and the member stored its part in the grid (with backups) under
-   ``snapshot/<job>/<n>``; a part with an error, a member that fails to
-   answer, the execution changing, or :data:`SNAPSHOT_TIMEOUT_S` passing
-   fail the snapshot;
+   ``snapshot/<job>/<e>/<n>`` (the execution is in the name: a coordinator
+   that takes over numbers on from the last *complete* snapshot, so its *n*
+   may be that of one in flight when the old coordinator was lost, whose
+   parts the old execution stored; the two must never mix); a part with an
+   error, a member that fails to answer, the execution changing, or
+   :data:`SNAPSHOT_TIMEOUT_S` passing fail the snapshot;
 3. a complete snapshot becomes the job's ``last_snapshot`` (replicated with
    its record, offloaded to the durable directory if one is set) and an
    event; then ``snapshot_commit`` tells the members' sinks to commit what
@@ -124,7 +127,7 @@ class SnapshotCoordinator:
             entry.id,
             entry.execution_id,
             snapshot_id,
-            f"snapshot/{entry.id}/{snapshot_id}",
+            f"snapshot/{entry.id}/{entry.execution_id}/{snapshot_id}",
             entry.members,
             terminal,
             time.time(),
