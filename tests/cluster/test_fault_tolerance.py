@@ -292,11 +292,18 @@ def test_with_a_snapshot_directory_a_job_survives_the_whole_cluster_and_damage_i
         job = client.new_job(_stateful_map(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
         _wait_for_snapshot(client, job, 2)
         job_id = job.id
+        linked = snapshots / f"job-{job_id}"  # the job's complete offloaded snapshot, with keyed state
+        wait_until(
+            lambda: (linked / "job.jlmap").exists() and any("data" in p.name for p in linked.glob("*.jlmap")),
+            "an offloaded snapshot holding keyed state",
+            30,
+        )
         for pid in client.pids:  # the whole cluster is lost
             os.kill(pid, signal.SIGKILL)
     damaged = tmp_path / "damaged"
     shutil.copytree(snapshots, damaged, symlinks=True)
-    data_file = next(p for p in damaged.rglob("*.jlmap") if "data" in p.name)
+    # the damage goes into the snapshot the link names (a write cut short by the kill is a leftover)
+    data_file = next(p for p in (damaged / f"job-{job_id}").glob("*.jlmap") if "data" in p.name)
     content = bytearray(data_file.read_bytes())
     content[len(content) // 2] ^= 0x40
     data_file.write_bytes(bytes(content))
