@@ -45,7 +45,14 @@ member) and a run that goes over it is not exact.
 
 The scenarios (``--list`` prints them) are in :data:`SCENARIOS`. Runs are
 interleaved: round ``r`` runs every chosen scenario with seed ``r``, so a
-suite cut short by ``--deadline`` has the same number of runs of each.
+suite cut short by ``--deadline`` has at most one run fewer of some of them.
+
+The link reset closes one established data connection between two members
+from outside the processes: ``ss -K`` (iproute2) asks the kernel to destroy
+the socket (``SOCK_DESTROY``; it needs root and a kernel built with
+``CONFIG_INET_DIAG_DESTROY``); the process holding it sees the connection
+aborted and its peer sees a reset, as after a middlebox drop. jetlet has no
+test hook for it.
 
 Run: ``python bench/chaos.py [--scenario A,B] [--seed N | --repeats N] [--deadline HH:MM]``
 or ``python bench/run_all.py --only chaos --repeats 20``.
