@@ -59,7 +59,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from jetlet import client as client_mod
@@ -67,6 +67,9 @@ from jetlet import errors, job, records
 from jetlet._cluster import member_flags
 from jetlet.config import JobConfig, ProcessingGuarantee
 from jetlet.local_cluster import LocalCluster
+
+CANCEL_WAIT_S = 10.0
+"""How long ``save-snapshot -C`` waits for the job to end after its snapshot before it reports."""
 
 OK, FAILED, USAGE, UNREACHABLE = 0, 1, 2, 3
 INTERRUPTED = 130
@@ -821,7 +824,9 @@ def run_save_snapshot(args: argparse.Namespace) -> int:
         f"snapshot {args.name}: {sum(exported['counts'].values())} entries, {exported['bytes']} bytes "
         f"of job {found.name} (snapshot {exported['id']})"
     )
-    if args.cancel:
+    if args.cancel:  # the job ends right after the snapshot: say how, once it has
+        with suppress(errors.JobCancelledError, errors.JobFailedError, TimeoutError):
+            found.join(CANCEL_WAIT_S)
         print(f"job {found.name}: {found.status.value}")
     return OK
 
