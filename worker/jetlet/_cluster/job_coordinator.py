@@ -25,7 +25,7 @@ A job with ``timeout_millis`` is cancelled once it runs past it
 Member loss: the lost member's share counts as done, and a job that ran on
 it restarts on the members left from its last snapshot (with
 ``auto_scaling`` off it is suspended instead). A member that joins triggers a
-rescale after ``scale_up_delay_millis``. A member that takes over as
+rescale after ``scale_up_delay_millis`` (:mod:`~jetlet._cluster.scale_up`). A member that takes over as
 coordinator loads the job records and the event log from the replicated
 store and runs on every job that was running. A job with
 ``split_brain_protection`` starts only while the cluster holds a majority
@@ -53,13 +53,14 @@ from jetlet._cluster import (
     job_timeouts,
     members_view,
     partition_table,
+    scale_up,
     snapshot_data,
     table_keeper,
 )
 from jetlet._cluster import events as events_mod
 from jetlet._cluster import snapshot_coordinator as snapshots_mod
 from jetlet._cluster.control import Dispatch, MemberUnreachableError, Operation
-from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason, about, named
+from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason, about, named, start_problems
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +96,10 @@ class JobCoordinator:
         self._snapshots = snapshots
         self._tables = tables
         self._partition_count = partition_count
-        self._scale_up_delay_s = scale_up_delay_s
         self._has_quorum = has_quorum
         self._ids = itertools.count(int.from_bytes(os.urandom(5), "big") << 16)
         self._executions: dict[int, JobEntry] = {}
-        self._scale_up: coordinator_thread.Cancellable | None = None
+        self._scale_up = scale_up.ScaleUp(serial, jobs, members, scale_up_delay_s, self._restart)
         self._left: set[str] = set()
         self._timeouts = job_timeouts.JobTimeouts(serial, jobs, self.fail)
         self.ready = True
@@ -357,8 +357,7 @@ class JobCoordinator:
             self._left.discard(member)
             self._events.append(records.EventKind.MEMBER_JOINED, member=member)
             self._log_members(f"member {member} joined")
-        if self._scale_up is None and any(self._can_grow(e) for e in self._jobs.active()):
-            self._scale_up = self._serial.call_later(self._scale_up_delay_s, self._rescale)
+        self._scale_up.joined()
 
     def _member_left(self, member: str, why: str) -> None:
         """One ``member_left`` event per departure (a leave, then its connection dropping, is one)."""
@@ -374,22 +373,9 @@ class JobCoordinator:
         shown = ", ".join(f"{m} (coordinator)" if m == coordinator else m for m in live)
         log.info("%s; Members {size:%d} [%s]", what, len(live), shown)
 
-    def _can_grow(self, entry: JobEntry) -> bool:
-        live = set(self._members.live())
-        return (
-            entry.status is Status.RUNNING
-            and entry.stopping is None
-            and not entry.done  # a member already finished its share: the job is ending, let it
-            and bool(entry.config.get("auto_scaling", True))
-            and bool(live - set(entry.members))
-        )
-
-    def _rescale(self) -> None:
-        self._scale_up = None
-        for entry in [e for e in self._jobs.active() if self._can_grow(e)]:
-            log.info("%s: restarting to use the members that joined", named(entry), extra=about(entry))
-            entry.restart_reason = "the job is rescaled onto members that joined"
-            self.stop(entry, StopReason.RESTART, entry.restart_reason)
+    def _restart(self, entry: JobEntry, reason: str) -> None:
+        entry.restart_reason = reason
+        self.stop(entry, StopReason.RESTART, reason)
 
     # -- graceful leave (jetlet._cluster.graceful_leave) -------------------------------------------
     def member_leaving(self, member: str) -> concurrent.futures.Future[dict[str, Any]]:
@@ -462,28 +448,8 @@ class JobCoordinator:
         self._executions.clear()
         self._left.clear()
         self._timeouts.clear()
-        if self._scale_up is not None:
-            self._scale_up.cancel()
-            self._scale_up = None
+        self._scale_up.cancel()
         self.ready = True
 
     def close(self) -> None:
-        if self._scale_up is not None:
-            self._scale_up.cancel()
-
-
-def start_problems(failed: Mapping[str, str]) -> list[str]:
-    """The members that could not initialize an execution, those that failed alike named together
-    with the last line of their traceback (the error), so a fault of every member is said once.
-
-    >>> start_problems({"m1": "Traceback...\\nValueError: x", "m2": "Traceback...\\nValueError: x"})
-    ['members m1, m2: ValueError: x']
-    """
-    alike: dict[str, list[str]] = {}
-    for member, trace in failed.items():
-        alike.setdefault(trace, []).append(member)
-    problems = []
-    for trace, members in alike.items():
-        error = next((line for line in reversed(trace.strip().splitlines()) if line.strip()), "failed")
-        problems.append(f"member{'s' if len(members) > 1 else ''} {', '.join(sorted(members))}: {error}")
-    return problems
+        self._scale_up.cancel()

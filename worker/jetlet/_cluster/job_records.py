@@ -335,3 +335,20 @@ def snapshot_summary(last: Mapping[str, Any] | None, count: int) -> dict[str, An
         "duration_ms": last["duration_ms"],
         "count": count,
     }
+
+
+def start_problems(failed: Mapping[str, str]) -> list[str]:
+    """The members that could not initialize an execution, those that failed alike named together
+    with the last line of their traceback (the error), so a fault of every member is said once.
+
+    >>> start_problems({"m1": "Traceback...\\nValueError: x", "m2": "Traceback...\\nValueError: x"})
+    ['members m1, m2: ValueError: x']
+    """
+    alike: dict[str, list[str]] = {}
+    for member, trace in failed.items():
+        alike.setdefault(trace, []).append(member)
+    problems = []
+    for trace, members in alike.items():
+        error = next((line for line in reversed(trace.strip().splitlines()) if line.strip()), "failed")
+        problems.append(f"member{'s' if len(members) > 1 else ''} {', '.join(sorted(members))}: {error}")
+    return problems
