@@ -31,7 +31,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from jetlet import records
+from jetlet import errors, records
 from jetlet._cluster import control, coordination, members_view, partition_table
 from jetlet._cluster.control import Dispatch, Operation
 from jetlet._network import serialization
@@ -218,6 +218,8 @@ class FakeExecutions:
         self.hang_init = False
         """Answer everything but ``init``."""
         self.fail_init = ""
+        self.cut_off_inits = 0
+        """Answer this many inits with ``ClusterUnavailableError`` (another member not reachable yet)."""
         self.inits: list[dict[str, Any]] = []
         self.running: dict[int, str] = {}
         """Execution id -> its coordinator, for executions started and not ended."""
@@ -246,6 +248,9 @@ class FakeExecutions:
             return concurrent.futures.Future()
         if self.fail_init:
             raise ValueError(self.fail_init)
+        if self.cut_off_inits:
+            self.cut_off_inits -= 1
+            raise errors.ClusterUnavailableError(f"member {self.name} cannot reach another member yet", 0.25)
         self.inits.append(body)
         restored: dict[str, int] = {}
         restore = body.get("restore")

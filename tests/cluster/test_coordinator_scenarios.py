@@ -14,7 +14,7 @@ import pytest
 from inmemory import InMemoryCluster
 
 from jetlet import errors
-from jetlet._cluster import durable, snapshot_coordinator
+from jetlet._cluster import durable, job_coordinator, snapshot_coordinator
 from jetlet._cluster.control import Operation
 from jetlet.records import EventKind
 
@@ -190,6 +190,40 @@ def test_a_snapshot_whose_record_was_not_kept_is_not_committed_by_the_sinks(fail
     cluster.store.save_fails = False
     cluster.advance(1.0)
     assert (execution, 2, True) in cluster.nodes["a"].executions.commits
+
+
+def test_an_init_that_cannot_reach_another_member_yet_starts_the_execution_again() -> None:
+    # found by bench/chaos.py (link-reset seed 15, two-kills-backup1 seed 8): a restart's init read
+    # the snapshot across a link reset a moment before and not yet reconnected (or from a member
+    # dying 0.25 s after the first), and the job FAILED although the cluster could run it
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    first = running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    # given b's next two inits cannot reach another member yet
+    cluster.nodes["b"].executions.cut_off_inits = 2
+    # when c is lost and the job restarts
+    cluster.crash("c")
+    # then the job does not fail: it starts again a moment later, and again, then runs on a and b
+    assert cluster.record(job.id).status == "STARTING"
+    cluster.advance(0.3)
+    assert cluster.record(job.id).status == "STARTING"
+    cluster.advance(0.3)
+    second = running_execution(cluster, job.id)
+    assert second != first and cluster.nodes["a"].executions.inits[-1]["members"] == ["a", "b"]
+
+
+def test_an_init_that_never_reaches_the_other_members_fails_the_job_saying_why() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    job = cluster.submit(**SNAPSHOTS)
+    running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    cluster.nodes["b"].executions.cut_off_inits = 1000
+    cluster.crash("a")
+    for _ in range(job_coordinator.START_ATTEMPTS + 1):
+        cluster.advance(job_coordinator.START_RETRY_S)
+    record = cluster.record(job.id)
+    assert record.status == "FAILED" and "cannot reach another member yet" in record.failure
 
 
 def test_a_member_lost_during_a_restart_starts_the_job_again_on_the_rest() -> None:

@@ -10,6 +10,10 @@ the coordinator:
   from (the entries of the partitions it owns, routed to its processors),
   and build the execution plan — processors, queues, and the distributed
   edges' senders and receivers over the connections to the other members;
+  an init that fails only because another member cannot be reached (a link
+  reset and not yet reconnected, a member dying meanwhile) answers
+  ``ClusterUnavailableError``: the coordinator starts the execution again
+  rather than failing the job;
 * ``start``: hand the tasklets to the member's execution service; when they
   are all done the member reports ``done`` to the coordinator, with its
   metrics and, on failure, the formatted traceback of the first error;
@@ -62,6 +66,8 @@ from jetlet.core.dag import DAG
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 30.0
+INIT_RETRY_S = 0.25
+"""The delay an ``init`` that could not reach another member asks the coordinator to start again after."""
 
 
 def edge_flow_settings(
@@ -168,6 +174,16 @@ class ExecutionMember:
 
     # -- the operations ---------------------------------------------------------------
     def _init(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._build(peer, body)
+        except Exception as exc:
+            if is_topology_error(exc):  # e.g. the restore read across a link not reconnected yet
+                raise errors.ClusterUnavailableError(
+                    f"member {self.member_name} cannot reach another member yet: {exc}", INIT_RETRY_S
+                ) from exc
+            raise
+
+    def _build(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         members: tuple[str, ...] = tuple(body["members"])
         execution_id: int = body["execution_id"]
         dag = load_dag(body["definition"])

@@ -12,8 +12,11 @@ members there are now:
    restore (the job's last one, or the exported one it starts from);
 2. when every member has answered, the job is ``RUNNING`` and each member is
    sent ``start``; a member that could not be reached makes the execution
-   start again without it, any other init error fails the job with every
-   member's message;
+   start again without it, a member whose init could not reach another one
+   (``ClusterUnavailableError``: a link reset and not reconnected yet, a
+   member dying meanwhile) makes it start again after :data:`START_RETRY_S`
+   (at most :data:`START_ATTEMPTS` times in a row), any other init error
+   fails the job with every member's message;
 3. each member reports ``done``; when all have, the job completes — unless
    the execution was being stopped, and then :class:`StopReason` decides:
    the job fails (or, with ``suspend_on_failure``, is suspended), is
@@ -44,7 +47,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jetlet import records
+from jetlet import errors, records
 from jetlet._cluster import (
     control,
     coordinator_thread,
@@ -65,6 +68,10 @@ from jetlet._cluster.job_records import JobEntry, JobTable, Status, StopReason, 
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 30.0
+START_RETRY_S = 0.25
+"""The pause before an execution whose init could not reach a member starts again."""
+START_ATTEMPTS = 40
+"""How many times in a row an execution starts again for that (about 10 s) before the job fails."""
 _ACTIVE = (Status.RUNNING, Status.STARTING)
 
 
@@ -99,6 +106,8 @@ class JobCoordinator:
         self._has_quorum = has_quorum
         self._ids = itertools.count(int.from_bytes(os.urandom(5), "big") << 16)
         self._executions: dict[int, JobEntry] = {}
+        self._start_attempts: dict[int, int] = {}
+        """Per job: executions started again in a row because an init could not reach a member."""
         self._scale_up = scale_up.ScaleUp(serial, jobs, members, scale_up_delay_s, self._restart)
         self._left: set[str] = set()
         self._timeouts = job_timeouts.JobTimeouts(serial, jobs, self.fail)
@@ -184,29 +193,39 @@ class JobCoordinator:
             return
         failed: dict[str, str] = {}
         unreachable: list[str] = []
+        cut_off: dict[str, str] = {}
+        """Members whose init could not reach another member (a link not reconnected yet)."""
         restored: dict[str, int] = {}
         for member, outcome in outcomes.items():
             if isinstance(outcome, MemberUnreachableError):
                 unreachable.append(member)
+            elif isinstance(outcome, errors.ClusterUnavailableError):
+                cut_off[member] = str(outcome)
             elif isinstance(outcome, BaseException):
                 failed[member] = getattr(outcome, "remote_traceback", "") or str(outcome)
             else:
                 for vertex, count in outcome.get("restored_counts", {}).items():
                     restored[vertex] = restored.get(vertex, 0) + count
-        if unreachable and not failed:
+        if (unreachable or cut_off) and not failed:
             for member in unreachable:
                 self._members.mark_lost(member)
-            if self._members.live():
+            attempts = self._start_attempts.get(entry.id, 0) + 1
+            if self._members.live() and attempts <= START_ATTEMPTS:
+                self._start_attempts[entry.id] = attempts
                 self._forget(execution_id, entry.members)
                 log.warning(
-                    "%s: %s unreachable at start; starting again",
+                    "%s: %s at start; starting again",
                     named(entry),
-                    ", ".join(unreachable),
+                    "; ".join([*(f"{m} unreachable" for m in unreachable), *cut_off.values()]),
                     extra=about(entry),
                 )
-                self.start_execution(entry)
+                if cut_off:  # give the links a moment to be reconnected
+                    self._serial.call_later(START_RETRY_S, self._start_again, entry, execution_id)
+                else:
+                    self.start_execution(entry)
                 return
-        problems = start_problems(failed)
+        self._start_attempts.pop(entry.id, None)
+        problems = start_problems({**failed, **cut_off})
         source = entry.last_snapshot or entry.restore_from
         if source is not None and not problems and not unreachable:
             problems += snapshot_data.incomplete_restore(source, restored)
@@ -233,6 +252,16 @@ class JobCoordinator:
             self._channel.send(member, Operation.START, execution_id=execution_id)
         if entry.snapshots_enabled:
             self._snapshots.schedule(entry)
+
+    def _start_again(self, entry: JobEntry, execution_id: int) -> None:
+        """After :data:`START_RETRY_S`: start the execution whose init could not reach a member again."""
+        if entry.execution_id != execution_id or entry.is_terminal:
+            return  # superseded meanwhile (a member loss restarted it, say)
+        if entry.stopping is not None:  # stopped meanwhile: nothing runs, apply the stop at once
+            entry.done = set(entry.members)
+            self._execution_ended(entry)
+            return
+        self.start_execution(entry)
 
     def _start_failed(self, entry: JobEntry, execution_id: int, problems: list[str], trace: str = "") -> None:
         entry.failure = "the job could not start: " + "; ".join(problems)
