@@ -30,7 +30,7 @@ key is a *wrong state* and counts as a duplicate. A run is
   member within a minute); the reason says which. Not exact either.
 
 Every run that is not exact keeps its evidence — the members' logs, the
-job's record and the differences — in ``bench/out/chaos-<scenario>-seed<N>-<time>/``,
+job's output directory, its record and the differences — in ``bench/out/chaos-<scenario>-seed<N>-<time>/``,
 and can be replayed alone with ``--scenario NAME --seed N`` (the seed draws
 every moment and choice of the run, so the replay is the same run up to the
 machine's timing).
@@ -548,6 +548,8 @@ def _keep_evidence(result: RunResult, work: pathlib.Path, record: dict[str, Any]
     keep.mkdir(parents=True, exist_ok=True)
     for log in sorted(work.glob("logs*/*.log")):
         shutil.copy(log, keep / f"{log.parent.name}-{log.name}")
+    if (work / "out").is_dir():  # the committed files and the temporary ones, by name
+        shutil.copytree(work / "out", keep / "out", dirs_exist_ok=True)
     summary = dataclasses.asdict(result) | {"job_record": _jsonable(record)}
     (keep / "run.json").write_text(json.dumps(summary, indent=2, default=str))
     return keep
