@@ -44,7 +44,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from jetlet import errors, records
@@ -59,6 +59,7 @@ from jetlet._cluster import (
     scale_up,
     snapshot_data,
     table_keeper,
+    take_over,
 )
 from jetlet._cluster import events as events_mod
 from jetlet._cluster import snapshot_coordinator as snapshots_mod
@@ -115,6 +116,9 @@ class JobCoordinator:
         """False while a take-over is loading the job records (operations then answer 'retry')."""
         self._leave = graceful_leave.GracefulLeave(
             serial, jobs, snapshots, tables, self.stop, self._member_left, self._executions.get
+        )
+        self._take_over = take_over.TakeOver(
+            member_name, serial, store, event_log, tables, self._member_left, self.adopt, self._set_ready
         )
         channel.register(Operation.DONE, self._on_done, Dispatch.INLINE)
 
@@ -416,47 +420,16 @@ class JobCoordinator:
         self.ready = False
         return self._leave.hand_over()
 
-    # -- taking over -----------------------------------------------------------------------------
+    # -- taking over (jetlet._cluster.take_over) -------------------------------------------------
     def take_over(self, old_coordinator: str) -> concurrent.futures.Future[dict[str, Any]]:
-        """This member is the coordinator now: load the records and the event log, run the jobs on.
+        """This member is the coordinator now (:meth:`.TakeOver.take_over`): the records loaded, jobs run on.
 
-        The future completes once the records are loaded, the jobs restarted and the partition
-        table installed for the members there are (a gracefully leaving coordinator waits for it).
+        The future completes once the partition table is installed for the members there are.
         """
-        log.warning("coordinator %s left: %s takes over its jobs", old_coordinator, self.member_name)
-        self.ready = False
-        taken: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        loading: dict[str, concurrent.futures.Future[Any]] = {
-            "states": self._store.load_all(),
-            "events": self._store.load_events(),
-        }
-        coordinator_thread.when_all(
-            self._serial,
-            loading,
-            RPC_TIMEOUT_S * 2,
-            lambda outcomes: self._loaded(old_coordinator, outcomes, taken),
-        )
-        return taken
+        return self._take_over.take_over(old_coordinator)
 
-    def _loaded(
-        self,
-        old_coordinator: str,
-        outcomes: Mapping[str, Any],
-        taken: concurrent.futures.Future[dict[str, Any]],
-    ) -> None:
-        self.ready = True
-        self._tables.ensure().add_done_callback(lambda _: taken.set_result({}))
-        if isinstance(outcomes["events"], list):
-            self._events.restore(outcomes["events"])
-        self._member_left(old_coordinator, "the coordinator left the cluster")
-        self._events.append(
-            records.EventKind.COORDINATOR_CHANGED, member=self.member_name, reason=f"{old_coordinator} left"
-        )
-        states = outcomes["states"]
-        if isinstance(states, BaseException):
-            log.error("cannot read the job records after the coordinator left: %s", states)
-            return
-        self.adopt(states, "taking over")
+    def _set_ready(self, ready: bool) -> None:
+        self.ready = ready
 
     def adopt(self, states: list[dict[str, Any]], why: str) -> int:
         """Know the jobs of ``states`` (records kept elsewhere); run on those that were running."""
