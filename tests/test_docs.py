@@ -35,7 +35,7 @@ MODULES_WITH_EXAMPLES = [
     "jetlet.core.traverser",
     "jetlet.progress",
     "jetlet._cluster.logs",
-    "jetlet._cluster.job_coordinator",
+    "jetlet._cluster.job_records",
 ]
 
 
