@@ -155,9 +155,11 @@ async def test_two_members_find_each_other_through_the_pods_the_api_lists(
     listings = list(kmock[PODS])
     assert listings and all(r.params == {"labelSelector": "app=jet"} for r in listings)
     assert all(r.headers["Authorization"] == f"Bearer {kube_token}" for r in listings)
-    # and: the refusal was logged once per member, not at every attempt
-    for name in ("m1", "m2"):
-        log = (workdir / f"{name}.log").read_text()
+    # and: the refusal was logged once per member, not at every attempt, and its end at most once (a
+    # member that the other joined before its next listing has no reason to list again)
+    logs = [(workdir / f"{name}.log").read_text() for name in ("m1", "m2")]
+    for log in logs:
         assert log.count("HTTP 403 Forbidden") == 1, log
-        assert log.count("listing pods works again") == 1, log
+        assert log.count("listing pods works again") <= 1, log
         assert "Traceback" not in log
+    assert any("listing pods works again" in log for log in logs), logs
