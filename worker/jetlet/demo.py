@@ -40,6 +40,8 @@ from jetlet.local_cluster import local_cluster
 from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
 
 TICKERS = ("AAPL", "AMZN", "GOOG", "MSFT", "NVDA")
+FAULT_TOLERANCE_SECONDS = 3.0
+"""The fault-tolerance job streams at least this long, time for two snapshots before the kill."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +170,7 @@ def _print_window(start: int, counts: dict[str, int]) -> None:
 def _fault_tolerance(client: Any, settings: DemoSettings) -> int:
     """Exactly-once through a member's death: kill the last member midway, then check the output."""
     rate = settings.rate
-    count = int(rate * settings.stream_seconds)
+    count = int(rate * max(settings.stream_seconds, FAULT_TOLERANCE_SECONDS))
     victim = len(client.pids) - 1
     print(
         f"\nfault tolerance: {count:,} trades at {rate:,}/s, counted per ticker in 1 s event-time windows, "
@@ -194,8 +196,11 @@ def _fault_tolerance(client: Any, settings: DemoSettings) -> int:
         )
         job = client.new_job(p, job_config)
         started = time.monotonic()
-        while job.snapshot.get("count", 0) < 2 and time.monotonic() - started < 30:
+        while job.snapshot.get("count", 0) < 2 and not job.status.is_terminal:
             time.sleep(0.05)
+        if job.status.is_terminal:
+            print(f"ERROR: the job ended ({job.status.name}) before the kill", file=sys.stderr)
+            return 1
         before = job.snapshot
         os.kill(client.pids[victim], signal.SIGKILL)
         killed = time.monotonic()
