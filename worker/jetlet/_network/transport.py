@@ -44,10 +44,15 @@ two members dial each other at once, the connection dialed by the member with
 the smaller name is kept: an acceptor whose name is smaller and which is
 itself dialing (or connected by its own dial to) the HELLO's sender refuses
 the new connection as a duplicate before any data flows, and the dialer then
-waits for the other connection to finish. Should both connections still get
-authenticated (the dials crossed), both members keep the one dialed by the
-smaller name and close the other; a new connection dialed in the same
-direction replaces the old one (the peer re-dialed after losing it).
+waits for the other connection to finish. A member about to dial a peer whose
+own dial it has accepted (its HELLO read, the handshake not done) waits for
+that connection instead, and dials only if it fails: otherwise both would be
+authenticated, each member would write on the one it trusted first, and the
+frames written on the one closed next would be lost (a control call then
+waits for its timeout). Should both connections still get authenticated,
+both members keep the one dialed by the smaller name and close the other; a
+new connection dialed in the same direction replaces the old one (the peer
+re-dialed after losing it).
 
 Losing a peer. When the active connection to a peer closes (EOF, error, a
 protocol violation after trust), its queue is discarded and
@@ -569,6 +574,13 @@ class Transport:
             task.exception()
 
     async def _dial(self, peer_name: str, host: str, port: int) -> None:
+        # The peer's own dial may have been trusted, or be in its handshake, since _connect looked:
+        # a second connection would lose the frames written on the one closed (module doc).
+        inbound = self._accepting_from(peer_name)
+        if inbound is not None:
+            await asyncio.wait([inbound.authenticated])  # bounded by its handshake timeout
+        if peer_name in self._peers:
+            return
         loop = self._require_loop()
         async with asyncio.timeout(self.handshake_timeout_s):
             _transport, connection = await loop.create_connection(
@@ -585,6 +597,18 @@ class Transport:
             except BaseException:
                 connection.close()
                 raise
+
+    def _accepting_from(self, peer_name: str) -> _Connection | None:
+        """A connection ``peer_name`` dialed to us that is still in its handshake (its HELLO read)."""
+        for connection in self._connections:
+            if (
+                connection.role is Role.ACCEPTOR
+                and connection.handshake.peer_name == peer_name
+                and not connection.authenticated.done()
+                and not connection.is_closing
+            ):
+                return connection
+        return None
 
     def _is_duplicate(self, peer_name: str | None) -> bool:
         """Whether an acceptor should refuse a HELLO from ``peer_name`` (see "One connection per pair")."""
