@@ -597,7 +597,10 @@ class RemoteJob(job.Job):
         return self._export(name, cancel=False)
 
     def cancel_and_export_snapshot(self, name: str) -> dict[str, Any]:
-        """Save the job's state as the snapshot ``name``, then cancel the job (nothing runs after it)."""
+        """Save the job's state as the snapshot ``name``, then cancel the job (nothing runs after it).
+
+        Returns once the snapshot is saved, as Jet's ``cancelAndExportSnapshot``: the job may
+        still be stopping (``join()`` waits for its end)."""
         return self._export(name, cancel=True)
 
     def _export(self, name: str, cancel: bool) -> dict[str, Any]:

@@ -141,7 +141,7 @@ async def _join(request: web.Request) -> web.Response:
         raise req.BadRequest("timeout", f"must not be negative, got {timeout}")
     wait = min(float(timeout), MAX_JOIN_WAIT_S)
     call = functools.partial(req.service(request).join, request.match_info["job"], wait)
-    return web.json_response((await req.blocking(request, call)).to_dict())
+    return web.json_response((await req.waiting(request, call)).to_dict())
 
 
 def _operation(perform: Callable[[job_service.JobService, str], Any], summary: str) -> Handler:
@@ -203,7 +203,7 @@ async def _observable(request: web.Request) -> web.Response:
     call = functools.partial(
         req.service(request).observable_items, request.match_info["name"], position, timeout
     )
-    found = await req.blocking(request, call)
+    found = await req.waiting(request, call)
     return web.json_response(
         {
             "data": req.encode_data(found.items),
@@ -309,8 +309,9 @@ def openapi_document() -> dict[str, Any]:
     return rest_openapi.document([(method, path, summary) for method, path, _, summary in routes], public)
 
 
-async def _close_pool(app: web.Application) -> None:
+async def _close_pools(app: web.Application) -> None:
     app[req.STATE_KEY].pool.shutdown(wait=True, cancel_futures=True)
+    app[req.STATE_KEY].waits.shutdown(wait=True, cancel_futures=True)
 
 
 def create_app(
@@ -330,13 +331,17 @@ def create_app(
     if membership is not None and not membership_secret:
         raise ValueError("membership messages need the cluster secret to check their signatures")
     app = web.Application(middlewares=[rest_auth.auth_and_errors], client_max_size=max_body)
-    pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="jetlet-rest")
+    pool = concurrent.futures.ThreadPoolExecutor(req.SHORT_REQUEST_THREADS, thread_name_prefix="jetlet-rest")
+    waits = concurrent.futures.ThreadPoolExecutor(
+        req.MAX_WAITING_REQUESTS, thread_name_prefix="jetlet-rest-wait"
+    )
     app[req.STATE_KEY] = req.State(
         service,
         cluster_info,
         token,
         max_body,
         pool,
+        waits,
         membership,
         readiness,
         membership_secret=membership_secret,
@@ -346,7 +351,7 @@ def create_app(
     app[rest_auth.LIMITER_KEY] = limiter
     app[console_auth.AUTH_KEY] = console_auth.ConsoleAuth(token, console_anonymous, limiter=limiter)
     rest_events.install(app)
-    app.on_cleanup.append(_close_pool)
+    app.on_cleanup.append(_close_pools)
     for method, path, handler, _ in [*_ROUTES, *console.ROUTES]:
         app.router.add_route(method, path, handler)
     return app

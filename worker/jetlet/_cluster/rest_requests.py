@@ -40,6 +40,10 @@ ReadinessReport = Callable[[], dict[str, Any]]
 T = TypeVar("T")
 MAX_JOIN_WAIT_S = 30.0
 """Longest one ``join``, observable or event request waits; clients repeat it to wait longer."""
+MAX_WAITING_REQUESTS = 64
+"""Threads for waiting requests (``join``, observable reads); more wait in line for one."""
+SHORT_REQUEST_THREADS = 8
+"""Threads that answer every other request."""
 
 
 @dataclasses.dataclass
@@ -51,6 +55,10 @@ class State:
     token: str
     max_body: int
     pool: concurrent.futures.ThreadPoolExecutor
+    """Threads that answer short requests."""
+    waits: concurrent.futures.ThreadPoolExecutor
+    """Threads that hold long waits (``join``, observable reads), so that waiting clients never take
+    the threads of short requests (16 clients joining a job once blocked every other request)."""
     membership: MembershipHandler | None = None
     readiness: ReadinessReport | None = None
     membership_secret: bytes = b""
@@ -145,7 +153,13 @@ def query_number(request: web.Request, name: str, default: float, kind: type = f
 
 
 async def blocking(request: web.Request, call: Callable[[], T]) -> T:
+    """``call()`` on a thread of the short requests' pool."""
     return await asyncio.get_running_loop().run_in_executor(request.app[STATE_KEY].pool, call)
+
+
+async def waiting(request: web.Request, call: Callable[[], T]) -> T:
+    """``call()``, which may wait up to ``MAX_JOIN_WAIT_S``, on a thread of the waits' pool."""
+    return await asyncio.get_running_loop().run_in_executor(request.app[STATE_KEY].waits, call)
 
 
 def service(request: web.Request) -> job_service.JobService:
