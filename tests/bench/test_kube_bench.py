@@ -6,29 +6,17 @@ Kubernetes control plane, which is no part of the test suite's time.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
-import sys
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
 
-
-def _load(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_given_rounds_when_formatted_then_medians_maxima_and_ratios_to_the_baselines() -> None:
-    bench = _load("kube_bench")
+def test_given_rounds_when_formatted_then_medians_maxima_and_ratios_to_the_baselines(
+    load_bench: Callable[[str], ModuleType],
+) -> None:
+    bench = load_bench("kube_bench")
     rounds = [
         bench.Round(2.0, 1.0, 0.5, 6.0, 8.0, 3.0, 3.5, 1.0, 1.5, 9.0),
         bench.Round(4.0, 3.0, 0.7, 9.0, 12.0, 5.0, 5.5, 3.0, 3.5, 11.0),
@@ -48,18 +36,18 @@ def test_given_rounds_when_formatted_then_medians_maxima_and_ratios_to_the_basel
 
 
 def test_given_no_harness_binaries_when_run_then_it_skips_with_the_reason(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, load_bench: Callable[[str], ModuleType]
 ) -> None:
-    bench = _load("kube_bench")
+    bench = load_bench("kube_bench")
     monkeypatch.setenv("KUBE_HARNESS_BIN_DIR", str(tmp_path))
     with pytest.raises(bench._common.BenchSkipped, match="make kube-bins"):
         bench.main(["--repeats", "1"])
 
 
 def test_given_a_skipped_benchmark_when_run_all_runs_it_then_its_old_section_is_kept(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, load_bench: Callable[[str], ModuleType]
 ) -> None:
-    run_all = _load("run_all")
+    run_all = load_bench("run_all")
     scripts = tmp_path / "scripts"
     scripts.mkdir()
     (scripts / "gone_bench.py").write_text(

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
+from collections.abc import Callable
 from types import ModuleType
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
 
-
-def _run_all() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_run_all", BENCH / "run_all.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_given_results_when_one_section_is_measured_again_then_it_is_replaced_and_the_rest_kept() -> None:
-    run_all = _run_all()
+def test_given_results_when_one_section_is_measured_again_then_it_is_replaced_and_the_rest_kept(
+    load_bench: Callable[[str], ModuleType],
+) -> None:
+    run_all = load_bench("run_all")
     old_a = run_all.wrap_section("a_bench", "## A\n\nold numbers\n", "python bench/run_all.py")
     old_b = run_all.wrap_section("b_bench", "## B\n\nkept numbers\n", "python bench/run_all.py")
     existing = run_all.merge_sections("", {"a_bench": old_a, "b_bench": old_b})

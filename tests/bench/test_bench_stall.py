@@ -6,24 +6,10 @@ it is checked here on sink notes made up for the two cases.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
+from collections.abc import Callable
 from types import ModuleType
-
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
-
-
-def _bench() -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_fault_tolerance", BENCH / "fault_tolerance_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _notes(
@@ -34,8 +20,10 @@ def _notes(
     (out / f"{execution}-{member}.progress").write_text(lines)
 
 
-def test_after_a_crash_the_replay_counts_as_stall(tmp_path: pathlib.Path) -> None:
-    ft = _bench()
+def test_after_a_crash_the_replay_counts_as_stall(
+    tmp_path: pathlib.Path, load_bench: Callable[[str], ModuleType]
+) -> None:
+    ft = load_bench("fault_tolerance_bench")
     _notes(tmp_path, 1, 0, 0.0, [(9.0, 900), (9.9, 990), (10.0, 1000)])  # killed at 10.05
     # the new execution starts at 10.3 and replays 700..1000 before it gets further
     _notes(tmp_path, 2, 0, 10.3, [(10.4, 700), (10.8, 1000), (11.1, 1010), (11.2, 1020)])
@@ -43,8 +31,10 @@ def test_after_a_crash_the_replay_counts_as_stall(tmp_path: pathlib.Path) -> Non
     assert abs(ft._stall(tmp_path, 10.05) - 1.1) < 1e-9
 
 
-def test_during_a_graceful_leave_the_old_execution_is_progress(tmp_path: pathlib.Path) -> None:
-    ft = _bench()
+def test_during_a_graceful_leave_the_old_execution_is_progress(
+    tmp_path: pathlib.Path, load_bench: Callable[[str], ModuleType]
+) -> None:
+    ft = load_bench("fault_tolerance_bench")
     # signalled at 10.0; the old execution goes on until 10.2, the new one continues at 10.5
     _notes(tmp_path, 1, 0, 0.0, [(9.9, 990), (10.1, 1010), (10.2, 1020)])
     _notes(tmp_path, 2, 1, 10.3, [(10.5, 1030), (10.6, 1040)])
@@ -52,8 +42,10 @@ def test_during_a_graceful_leave_the_old_execution_is_progress(tmp_path: pathlib
     assert abs(ft._stall(tmp_path, 10.0) - 0.3) < 1e-9
 
 
-def test_no_stall_is_measured_before_the_new_execution_makes_progress(tmp_path: pathlib.Path) -> None:
-    ft = _bench()
+def test_no_stall_is_measured_before_the_new_execution_makes_progress(
+    tmp_path: pathlib.Path, load_bench: Callable[[str], ModuleType]
+) -> None:
+    ft = load_bench("fault_tolerance_bench")
     _notes(tmp_path, 1, 0, 0.0, [(9.9, 990)])
     _notes(tmp_path, 2, 0, 10.3, [(10.4, 700)])  # still replaying
 
