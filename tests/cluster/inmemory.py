@@ -293,6 +293,13 @@ class FakeExecutions:
         self.commits.append((body["execution_id"], body["snapshot_id"], body["success"]))
         return {"ok": True}
 
+    def ask_to_end(self, execution_id: int, what: str = "end") -> concurrent.futures.Future[dict[str, Any]]:
+        """Ask the coordinator for ``what``: ``end`` (this member's sources completed) or ``final_commit``
+        (its sinks are about to commit their last output)."""
+        return self._channel.call(
+            self.running[execution_id], Operation.ENDING, execution_id=execution_id, what=what
+        )
+
     def complete(self, execution_id: int, error: str = "") -> None:
         """This member's share of ``execution_id`` ended (with ``error``, a failure)."""
         coordinator = self.running.pop(execution_id)

@@ -363,3 +363,77 @@ def test_a_reset_link_to_the_coordinator_makes_no_second_coordinator_and_heals()
     cluster.advance(10.0)
     assert cluster.record(job.id).execution_id != execution
     assert cluster.nodes["a"].executions.inits[-1]["members"] == ["a", "b", "c"]
+
+
+def test_a_member_lost_after_the_final_commit_was_granted_fails_the_job_instead_of_repeating_output() -> None:
+    # found by bench/chaos.py (two-kills-backup1 seed 16, issue 15 item 5): members whose sinks had
+    # committed their last output in complete() finished, then a member was lost, and the job
+    # restarted from its last snapshot and COMPLETED with 2,937 items committed twice
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    execution = running_execution(cluster, job.id)
+    cluster.advance(1.0)  # snapshot 1 completes
+    inits = len(cluster.nodes["a"].executions.inits)
+    # when a's sources completed (granted at once), then its sinks are about to commit their last
+    # output: that is kept in the replicated record first, then granted
+    ended = cluster.nodes["a"].executions.ask_to_end(execution)
+    cluster.settle()
+    assert ended.result(0) == {"granted": True}
+    granted = cluster.nodes["a"].executions.ask_to_end(execution, "final_commit")
+    cluster.settle()
+    assert granted.result(0) == {"granted": True}
+    assert cluster.store.states[job.id]["final_commit"] is True
+    # and no snapshot is taken from then on
+    cluster.advance(3.0)
+    assert cluster.record(job.id).last_snapshot.id == 1  # type: ignore[union-attr]
+    # when a and b finish their share (their sinks committed their last output) and c is lost
+    cluster.nodes["a"].executions.complete(execution)
+    cluster.nodes["b"].executions.complete(execution)
+    cluster.settle()
+    cluster.kill("c")
+    # then the job fails, saying why, and no execution starts again
+    record = cluster.record(job.id)
+    assert record.status == "FAILED", record
+    assert "member c" in record.failure and "final output" in record.failure, record.failure
+    assert "snapshot 1" in record.failure
+    assert len(cluster.nodes["a"].executions.inits) == inits
+
+
+def test_a_member_lost_after_the_sources_completed_restarts_the_job_exactly_from_its_last_snapshot() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    first = running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    ended = cluster.nodes["b"].executions.ask_to_end(execution_id=first)
+    cluster.settle()
+    assert ended.result(0) == {"granted": True}
+    cluster.advance(3.0)  # no snapshot once the sources ended: none would hold their state
+    assert cluster.record(job.id).last_snapshot.id == 1  # type: ignore[union-attr]
+    # when c is lost before any sink began its final commit
+    cluster.kill("c")
+    # then the job restarts from snapshot 1 (nothing beyond it is committed), and takes snapshots again
+    second = running_execution(cluster, job.id)
+    assert second != first and cluster.nodes["a"].executions.inits[-1]["restore"]["snapshot_id"] == 1
+    cluster.advance(1.0)
+    assert cluster.record(job.id).last_snapshot.id == 2  # type: ignore[union-attr]
+    # and an end asked by the stale execution is refused
+    stale = cluster.nodes["a"].channel.call("a", Operation.ENDING, execution_id=first, what="final_commit")
+    cluster.settle()
+    assert stale.result(0) == {"granted": False}
+    assert cluster.store.states[job.id]["final_commit"] is False
+
+
+def test_a_coordinator_that_takes_over_during_the_final_commit_fails_the_job() -> None:
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    execution = running_execution(cluster, job.id)
+    cluster.advance(1.0)
+    granted = cluster.nodes["b"].executions.ask_to_end(execution, "final_commit")
+    cluster.settle()
+    assert granted.result(0) == {"granted": True}
+    # when the coordinator a is lost while the sinks commit their final output
+    cluster.crash("a")
+    # then b, taking over from the records, fails it rather than run it on from snapshot 1
+    record = cluster.record(job.id)
+    assert record.status == "FAILED" and "final output" in record.failure, record
+    assert all(init["execution_id"] == execution for init in cluster.nodes["b"].executions.inits)

@@ -246,3 +246,125 @@ def test_the_second_phase_runs_before_anything_else_and_a_restore_comes_first() 
     wait_until(finished, "snapshot_commit_finish(True) to be called")
     committer.join()
     assert recorder.calls == ["restore 40", "save 40", "prepare", "finish True"]
+
+
+class _Counter(proc.Processor):
+    """A source: emits 1, 2, 3 and completes; saves how many it emitted."""
+
+    def __init__(self) -> None:
+        self.emitted = 0
+
+    def complete(self) -> bool:
+        while self.emitted < 3 and self.outbox.offer(self.emitted + 1):
+            self.emitted += 1
+        return self.emitted == 3
+
+    def save_to_snapshot(self) -> bool:
+        return self.outbox.offer_to_snapshot("emitted", self.emitted)
+
+
+def _source(member: snapshots.MemberSnapshots) -> tuple[ProcessorTasklet, queues.SpscQueue]:
+    output = queues.SpscQueue(64, "out")
+    collector = outbound.OutboundCollector([output], edge_mod.RoutingPolicy.UNICAST)
+    tasklet = ProcessorTasklet(
+        "count#0",
+        _Counter(),
+        _context(config.ProcessingGuarantee.EXACTLY_ONCE),
+        outbox_mod.Outbox(1),
+        [],
+        [collector],
+        vertex_name="count",
+        member_snapshots=member,
+        index=0,
+    )
+    tasklet.init()
+    return tasklet, output
+
+
+def test_an_exactly_once_source_that_completed_ends_only_once_the_coordinator_grants_it() -> None:
+    # given a source of an exactly-once execution whose member asks the coordinator before ending
+    asked: list[str] = []
+    parts: list[Any] = []
+    member = snapshots.MemberSnapshots(
+        True, 1, lambda sid, entries, error: parts.append(entries), ask_to_end=lambda: asked.append("end?")
+    )
+    tasklet, output = _source(member)
+    # when it has emitted everything (complete() returned True)
+    _run(tasklet)
+    # then it asked once, and sent its items but no done marker: a tasklet that ended saves nothing
+    # into later snapshots, and nothing downstream may end (and commit) while a restart could follow
+    assert asked == ["end?"]
+    found = _drain(output)
+    assert found == [1, 2, 3] and queues.DONE_ITEM not in found and not tasklet.is_done
+    # and while it waits it still takes snapshots, with its final state (a restart from one is exact)
+    member.start(1)
+    _run(tasklet)
+    assert _thawed(parts) == [{"count": [("emitted", 3)]}]
+    assert _drain(output) == [Barrier(1)] and not tasklet.is_done
+    # when the coordinator grants the end, it ends
+    member.end.grant()
+    _run(tasklet)
+    assert _drain(output) == [queues.DONE_ITEM] and tasklet.is_done
+    assert asked == ["end?"]
+
+
+def test_a_refused_end_is_asked_again_and_without_a_coordinator_the_end_is_granted_at_once() -> None:
+    asked: list[str] = []
+    member = snapshots.MemberSnapshots(True, 1, lambda *_: None, ask_to_end=lambda: asked.append("end?"))
+    tasklet, _ = _source(member)
+    _run(tasklet)
+    member.end.refused()  # not yet
+    _run(tasklet)
+    assert asked == ["end?", "end?"] and not tasklet.is_done
+    alone, alone_output = _source(snapshots.MemberSnapshots(True, 1, lambda *_: None))
+    _run(alone)
+    assert alone.is_done and queues.DONE_ITEM in _drain(alone_output)
+
+
+class _Committer(proc.Processor):
+    """A sink that commits what it received in complete() (as the file sink commits its last files)."""
+
+    def __init__(self) -> None:
+        self.received: list[Any] = []
+        self.committed: list[Any] = []
+
+    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        self.received.extend(inbox.take_all())
+
+    def complete(self) -> bool:
+        self.committed, self.received = self.committed + self.received, []
+        return True
+
+
+def test_an_exactly_once_sink_commits_its_last_output_only_once_the_final_commit_is_granted() -> None:
+    # given a sink of an exactly-once execution that received items after the last snapshot
+    asked: list[str] = []
+    member = snapshots.MemberSnapshots(
+        True, 1, lambda *_: None, ask_to_commit=lambda: asked.append("commit?")
+    )
+    source = queues.SpscQueue(64, "in")
+    stream = inbound.InboundStream(0, 0, [source], inbound.WatermarkCoalescer(1), 0)
+    sink = _Committer()
+    tasklet = ProcessorTasklet(
+        "sink#0",
+        sink,
+        _context(config.ProcessingGuarantee.EXACTLY_ONCE),
+        outbox_mod.Outbox(0),
+        [stream],
+        [],
+        vertex_name="sink",
+        member_snapshots=member,
+        index=0,
+    )
+    tasklet.init()
+    source.offer_batch([1, 2])
+    source.offer_control(queues.DONE_ITEM)
+    # when its input is done
+    _run(tasklet)
+    # then it asked for the final commit and has not committed (a member lost now restarts the job
+    # from its last snapshot, which these items come after: committed, they would come twice)
+    assert asked == ["commit?"] and sink.committed == [] and not tasklet.is_done
+    # when the coordinator grants it, it commits and ends
+    member.final_commit.grant()
+    _run(tasklet)
+    assert sink.committed == [1, 2] and tasklet.is_done and asked == ["commit?"]

@@ -66,6 +66,7 @@ class Operation(enum.StrEnum):
     # reports to the coordinator
     DONE = "done"
     SNAPSHOT_DONE = "snapshot_done"
+    ENDING = "ending"
     LEAVING = "leaving"
     # the coordinator's operations, forwarded by any member that serves a REST call
     SUBMIT = "submit"

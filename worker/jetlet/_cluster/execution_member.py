@@ -21,6 +21,13 @@ the coordinator:
   saved its state, the member stores its part in the grid (with backups) on
   a pool thread and reports ``snapshot_done``; ``snapshot_commit`` finishes
   the sinks' two-phase commit (or rolls it back);
+* with exactly-once, the first source that completes asks the coordinator
+  (``ending``, ``what="end"``) whether the sources may end, and the first
+  sink that would commit its last output whether it may
+  (``what="final_commit"``); each waits until the coordinator grants it
+  (:mod:`jetlet._execution.snapshots`, *Ending*;
+  :mod:`jetlet._cluster.job_ending`), asking again after
+  :data:`ENDING_RETRY_S` if it did not;
 * ``cancel`` stops the execution, ``forget`` drops it, ``metrics`` reads it:
   the per-tasklet counters (``value``) and the labelled measurements
   (``samples``, :mod:`jetlet._metrics.samples`), which the member's
@@ -67,6 +74,8 @@ log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 30.0
 INIT_RETRY_S = 0.25
+ENDING_RETRY_S = 0.25
+"""The delay after which a source asks again to end, when the coordinator did not grant it."""
 """The delay an ``init`` that could not reach another member asks the coordinator to start again after."""
 
 
@@ -214,6 +223,8 @@ class ExecutionMember:
                 0,
                 lambda snapshot_id, entries, error: self._store_soon(holder[0], snapshot_id, entries, error),
                 restored_snapshot_id=body.get("snapshot_id_base", 0),
+                ask_to_end=lambda: self._ask_to_end(holder[0], "end"),
+                ask_to_commit=lambda: self._ask_to_end(holder[0], "final_commit"),
             )
         plan = execution_plan.build(
             dag,
@@ -328,6 +339,27 @@ class ExecutionMember:
         if execution is None or execution.snapshots is None:
             return {"ok": False}
         return {"ok": execution.snapshots.commit(body["snapshot_id"], body["success"], COMMIT_TIMEOUT_S)}
+
+    def _ask_to_end(self, execution: MemberExecution, what: str) -> None:
+        """Ask the coordinator for ``what`` (``end``, ``final_commit``), from a tasklet: nothing waits."""
+        asked = self._channel.call(
+            execution.coordinator, Operation.ENDING, execution_id=execution.execution_id, what=what
+        )
+        asked.add_done_callback(lambda answer: self._end_answered(execution, what, answer))
+
+    def _end_answered(
+        self, execution: MemberExecution, what: str, answer: concurrent.futures.Future[dict[str, Any]]
+    ) -> None:
+        assert execution.snapshots is not None
+        gate = execution.snapshots.end if what == "end" else execution.snapshots.final_commit
+        if answer.exception() is None and answer.result().get("granted"):
+            gate.grant()
+        elif answer.exception() is None and self._executions.get(execution.execution_id) is execution:
+            # not yet (the record of the final commit was not replicated, say): ask again later
+            timer = threading.Timer(ENDING_RETRY_S, gate.refused)
+            timer.daemon = True
+            timer.start()
+        # a failed call: the coordinator is gone, and this execution is cancelled with it
 
     def _store_soon(
         self,

@@ -15,7 +15,10 @@ restart installs a partition table without the member, so its partitions
 and backups move off it before the job runs again. The returned future
 completes when every such job runs a new execution, or is suspended or
 ended — or, with no job affected, when the table without the member is
-installed — or after ``timeout_s`` at the latest: the member then goes.
+installed — or after ``timeout_s`` at the latest: the member then goes. A
+job whose sinks commit their final output (:mod:`~jetlet._cluster.job_ending`)
+is not stopped: it could not run again exactly, so the leave waits for it to
+end.
 
 *The coordinator leaves.* :meth:`GracefulLeave.hand_over` stops every
 active job with the stop reason ``HANDOVER``, after a terminal snapshot
@@ -108,6 +111,10 @@ class GracefulLeave:
         return done
 
     def _stop_with_terminal_snapshot(self, entry: JobEntry, reason: StopReason, message: str) -> None:
+        if (
+            entry.final_commit
+        ):  # it ends by itself; a restart could repeat output (jetlet._cluster.job_ending)
+            return
         if entry.status is Status.RUNNING and entry.snapshots_enabled and entry.stopping is None:
             self._snapshots.take(entry, True, lambda _problem: self._stop(entry, reason, message))
         else:

@@ -27,7 +27,9 @@ A job with ``timeout_millis`` is cancelled once it runs past it
 
 Member loss: the lost member's share counts as done, and a job that ran on
 it restarts on the members left from its last snapshot (with
-``auto_scaling`` off it is suspended instead). A member that joins triggers a
+``auto_scaling`` off it is suspended instead) — unless its sinks were
+granted their final commit (:mod:`~jetlet._cluster.job_ending`): then it
+fails, saying why, since a restart could repeat committed output. A member that joins triggers a
 rescale after ``scale_up_delay_millis`` (:mod:`~jetlet._cluster.scale_up`). A member that takes over as
 coordinator loads the job records and the event log from the replicated
 store and runs on every job that was running. A job with
@@ -52,6 +54,7 @@ from jetlet._cluster import (
     control,
     coordinator_thread,
     graceful_leave,
+    job_ending,
     job_store,
     job_timeouts,
     members_view,
@@ -120,6 +123,7 @@ class JobCoordinator:
         self._take_over = take_over.TakeOver(
             member_name, serial, store, event_log, tables, self._member_left, self.adopt, self._set_ready
         )
+        self._ending = job_ending.JobEnding(serial, channel, store, self._executions.get)
         channel.register(Operation.DONE, self._on_done, Dispatch.INLINE)
 
     def new_id(self) -> int:
@@ -142,6 +146,11 @@ class JobCoordinator:
             )
             self._jobs.transition(entry, Status.FAILED, entry.failure)
             return
+        if entry.final_commit:  # a coordinator that took over, say: the sinks may have committed output
+            entry.failure = job_ending.cannot_restart(entry, "its execution stopped")
+            self._jobs.transition(entry, Status.FAILED, entry.failure)
+            return
+        entry.sources_completed = False
         self._executions.pop(entry.execution_id, None)
         execution_id = self.new_id()
         entry.execution_id = execution_id
@@ -360,6 +369,9 @@ class JobCoordinator:
     def after_member_loss(self, entry: JobEntry, reason: str) -> None:
         """Restart the job on the members left, from its last snapshot; without auto-scaling, suspend it."""
         if entry.status is Status.SUSPENDED or entry.is_terminal:
+            return
+        if entry.final_commit:
+            self.fail(entry, job_ending.cannot_restart(entry, reason), "")
             return
         if not entry.config.get("auto_scaling", True):
             entry.suspension_cause = reason

@@ -179,6 +179,10 @@ class JobOperations:
             raise errors.JobStateConflictError(
                 f"job {entry.name!r} is not running ({entry.status.value}), cannot {operation}"
             )
+        if entry.final_commit:  # (jetlet._cluster.job_ending) it could not run again exactly
+            raise errors.JobStateConflictError(
+                f"job {entry.name!r} is committing its final output, cannot {operation}"
+            )
         return entry
 
     def _suspend(self, body: dict[str, Any]) -> Answer:

@@ -92,6 +92,10 @@ class JobEntry:
         """The last complete snapshot: ``id``, grid ``prefix``, entry ``counts`` per vertex, ``bytes``..."""
         self.next_snapshot_id = 1
         self.snapshot_count = 0
+        self.sources_completed = False
+        """Its sources completed: this execution takes no more snapshots (``jetlet._cluster.job_ending``)."""
+        self.final_commit = False
+        """Its sinks were granted their final commit: the job never restarts (``job_ending`` too)."""
         self.restore_from: dict[str, Any] | None = None
         """An exported snapshot to start the first execution from (``initial_snapshot_name``)."""
         self.vertex_names: frozenset[str] = frozenset()
@@ -135,6 +139,7 @@ class JobEntry:
             "restore_from": self.restore_from,
             "restarts": self.restarts,
             "vertex_names": sorted(self.vertex_names),
+            "final_commit": self.final_commit,
         }
 
     @classmethod
@@ -155,6 +160,7 @@ class JobEntry:
         entry.restore_from = state["restore_from"]
         entry.restarts = state.get("restarts", 0)
         entry.vertex_names = frozenset(state.get("vertex_names", ()))
+        entry.final_commit = state.get("final_commit", False)
         return entry
 
     def record(self) -> records.JobRecord:

@@ -113,11 +113,15 @@ class SnapshotCoordinator:
             and entry.execution_id == execution_id
             and entry.status is Status.RUNNING
             and entry.stopping is None
+            and not entry.sources_completed
         )
 
     # -- one snapshot -------------------------------------------------------------------
     def take(self, entry: JobEntry, terminal: bool, then: Done) -> None:
         """Take a snapshot of the current execution (after the one in flight); ``then(problem)`` after."""
+        if entry.sources_completed:  # (jetlet._cluster.job_ending) none would hold their state
+            then("the job is ending: its sources completed")
+            return
         if entry.id in self._in_flight:
             self._queued.setdefault(entry.id, []).append((terminal, then))
             return

@@ -34,6 +34,14 @@ after which the tasklet returns to the state it left. Before any other
 work, a tasklet runs the second phase (``snapshot_commit_finish``) of a
 snapshot the coordinator has declared complete or failed. After a terminal
 snapshot's barrier a tasklet without inputs emits nothing more.
+
+With exactly-once, two gates of :mod:`jetlet._execution.snapshots` (*Ending*)
+keep a restart from a snapshot exact: a tasklet without inputs whose
+``complete()`` returned True waits in ``AWAIT_END`` (still taking snapshots)
+until the execution is granted its ``end``, and only then sends its done
+markers; a sink (inputs, no outputs) that received items calls
+``complete()``, where it commits its last transactions, only once the
+``final_commit`` is granted.
 """
 
 from __future__ import annotations
@@ -69,6 +77,7 @@ class _State(enum.Enum):
     SNAPSHOT = "SNAPSHOT"
     HALTED = "HALTED"
     COMPLETE = "COMPLETE"
+    AWAIT_END = "AWAIT_END"
     EMIT_DONE = "EMIT_DONE"
     SEND_DONE = "SEND_DONE"
     END = "END"
@@ -203,6 +212,8 @@ class ProcessorTasklet(Tasklet):
             progressed = self._take_snapshot()
         elif state is _State.RESTORE:
             progressed = self._restore()
+        elif state is _State.AWAIT_END:
+            progressed = self._await_end()
         elif state is _State.HALTED:
             return _MADE_PROGRESS if moved else _NO_PROGRESS
         elif state is _State.EMIT_DONE:  # what complete() emitted is delivered: now the markers
@@ -350,7 +361,29 @@ class ProcessorTasklet(Tasklet):
             if requested.snapshot_id > self._snapshot_id:
                 self._begin_snapshot(requested)
                 return True
+        exactly_once = member_snapshots is not None and member_snapshots.exactly_once
+        if exactly_once and self._final_commit_gated():
+            assert member_snapshots is not None
+            if not member_snapshots.final_commit.allows():
+                return False
         if self.processor.complete():
+            self._state = _State.AWAIT_END if exactly_once and not self._groups else _State.EMIT_DONE
+            return True
+        return False
+
+    def _final_commit_gated(self) -> bool:
+        """A sink that received items: its ``complete()`` commits output beyond every snapshot."""
+        return bool(self._groups) and not self._collectors and self.received_count > 0
+
+    def _await_end(self) -> bool:
+        """A source that completed: snapshots as before, and it ends once the end is granted."""
+        member_snapshots = self._snapshots
+        assert member_snapshots is not None
+        requested = member_snapshots.requested
+        if requested.snapshot_id > self._snapshot_id:
+            self._begin_snapshot(requested)
+            return True
+        if member_snapshots.end.allows():
             self._state = _State.EMIT_DONE
             return True
         return False

@@ -24,6 +24,25 @@ calls ``snapshot_commit_finish(success)`` before it handles anything else.
 
 A *terminal* snapshot (suspend, cancel-and-export) is the same, except that
 sources stop emitting after its barrier, so nothing follows it.
+
+*Ending* (exactly-once): a restart from a snapshot is exact only while the
+snapshot holds every tasklet's state and nothing beyond it is final. Two
+:class:`EndGate` permissions, each asked of the coordinator once per
+execution by the first tasklet that needs it, keep it so
+(:mod:`jetlet._cluster.job_ending`):
+
+* ``end``: a source whose ``complete()`` returned True does not end (a
+  tasklet that ended saves nothing into later snapshots) until granted; the
+  coordinator takes no snapshot from then on. Until then it takes part in
+  snapshots with its final state.
+* ``final_commit``: a sink (a tasklet with inputs and no outputs) that
+  received items does not call ``complete()`` — where it commits its last
+  transactions, beyond every snapshot — until granted; the coordinator
+  records that the job is committing its final output, and never restarts
+  it from then on (a member lost then fails the job, saying why).
+
+Without an ``ask`` (one process, no coordinator) a gate is open from the
+start.
 """
 
 from __future__ import annotations
@@ -97,6 +116,40 @@ class BarrierAligner:
         self._arrived = [False] * len(self._arrived)
 
 
+class EndGate:
+    """A permission the coordinator grants an execution once (see the module doc: *Ending*).
+
+    The first tasklet that needs it calls ``ask`` (which must not block); the
+    answer comes through :meth:`grant` or :meth:`refused` (the next tasklet to
+    need it asks again). Without ``ask`` the gate is open.
+    """
+
+    def __init__(self, ask: Callable[[], None] | None) -> None:
+        self.granted = ask is None
+        self._ask = ask
+        self._asked = False
+        self._lock = threading.Lock()
+
+    def allows(self) -> bool:
+        """Whether it is granted; the first call asks for it."""
+        if self.granted:
+            return True
+        with self._lock:
+            if self._asked:
+                return False
+            self._asked = True
+        assert self._ask is not None
+        self._ask()
+        return self.granted
+
+    def grant(self) -> None:
+        self.granted = True
+
+    def refused(self) -> None:
+        with self._lock:
+            self._asked = False
+
+
 class _LocalSnapshot:
     __slots__ = ("entries", "error", "saved")
 
@@ -122,8 +175,14 @@ class MemberSnapshots:
         tasklet_count: int,
         on_local_complete: LocalCompletion,
         restored_snapshot_id: int = 0,
+        ask_to_end: Callable[[], None] | None = None,
+        ask_to_commit: Callable[[], None] | None = None,
     ) -> None:
         self.exactly_once = exactly_once
+        self.end = EndGate(ask_to_end)
+        """Sources that completed may end (see the module doc: *Ending*)."""
+        self.final_commit = EndGate(ask_to_commit)
+        """Sinks may call ``complete()``, committing their last transactions (*Ending*)."""
         self.requested = SnapshotBarrier(restored_snapshot_id)
         """The latest snapshot the coordinator started (sources compare their own with it)."""
         self.commit_id = restored_snapshot_id
