@@ -55,7 +55,7 @@ def _offload(grid: FakeGrid, store: durable.DurableSnapshots, snapshot_id: int) 
 
 def _resumable(store: durable.DurableSnapshots) -> list[tuple[int, int | None, str | None]]:
     return [
-        (job_id, state["last_snapshot"]["id"] if state else None, problem)
+        (job_id, state["last_snapshot"]["id"] if state and state["last_snapshot"] else None, problem)
         for job_id, state, problem in store.read_all()
     ]
 
@@ -166,3 +166,67 @@ def test_a_write_that_finishes_after_the_job_ended_is_dropped(
     _offload(grid, store, 2)  # a snapshot's offload that was under way when the job ended
 
     assert _resumable(store) == []
+
+
+def _submitted() -> dict[str, Any]:
+    return {"id": 7, "name": "counts", "last_snapshot": None, "restore_from": None}
+
+
+def test_a_job_written_at_submission_is_read_back_with_no_snapshot(
+    grid: FakeGrid, store: durable.DurableSnapshots
+) -> None:
+    store.write(7, _submitted())  # the record only: the job has no snapshot yet
+
+    [(job_id, state, problem)] = list(store.read_all())
+
+    assert (job_id, problem) == (7, None)
+    assert state == _submitted() and durable.unresumable(state) is None  # it starts from the beginning
+    assert grid.put_back == {}
+
+
+def test_a_crash_during_the_first_snapshots_write_leaves_the_job_to_start_from_the_beginning(
+    grid: FakeGrid, store: durable.DurableSnapshots
+) -> None:
+    # found by bench/chaos.py (cluster-crash-durable seed 15): the whole cluster was killed while
+    # the job's first snapshot was being written; the new cluster removed the cut-short folder
+    # and, with nothing else of the job in the directory, had no record of it at all
+    store.write(7, _submitted())
+    cut_short = store.directory / ".job-7-first-snapshot"  # what the crash left of the first write
+    grid_files.write_entries_to_directory("snapshot/7/1/data", {("count", "m1", 3): b"data of 1"}, cut_short)
+
+    assert _resumable(store) == [(7, None, None)]
+    assert not cut_short.exists() and grid.put_back == {}
+
+
+def test_a_job_that_was_to_start_from_an_exported_snapshot_cannot_run_on_and_says_why(
+    grid: FakeGrid, store: durable.DurableSnapshots
+) -> None:
+    store.write(7, {**_submitted(), "restore_from": {"name": "before-v2", "id": 4, "prefix": "exported/x"}})
+
+    [(_, state, problem)] = list(store.read_all())
+
+    assert problem is None and state is not None
+    assert "'before-v2'" in (durable.unresumable(state) or "")
+    _offload(grid, store, 5)  # once it has a snapshot of its own, that is what it resumes from
+    [(_, state, _)] = list(store.read_all())
+    assert state is not None and durable.unresumable(state) is None
+
+
+def test_reading_the_directory_while_this_process_writes_a_job_keeps_that_write(
+    grid: FakeGrid, store: durable.DurableSnapshots
+) -> None:
+    # a coordinator reads the directory a few heartbeats after it starts, maybe while it writes a
+    # job submitted meanwhile; reading removed that write's folder as a leftover, and job-7 then
+    # named no folder (the job was listed FAILED as unreadable)
+    _offload(grid, store, 1)
+    write = grid.write_map_to_directory
+
+    def read_meanwhile(map_name: str, directory: Path | str) -> Path:
+        written = write(map_name, directory)
+        assert _resumable(store) == [(7, 1, None)]  # the startup read, in the middle of the write
+        return written
+
+    grid.write_map_to_directory = read_meanwhile  # type: ignore[method-assign]
+    _offload(grid, store, 2)
+
+    assert _resumable(store) == [(7, 2, None)]

@@ -201,14 +201,10 @@ class ClusterJobService:
                 log.error("offloaded job %s cannot be read: %s", job_id, problem)
                 damaged.append(_unreadable(job_id, problem or "unreadable"))
             elif problem is not None:  # never start from damaged state: say why, keep the job's record
-                damaged.append(
-                    {
-                        **state,
-                        "status": "FAILED",
-                        "completion_time": int(time.time() * 1000),
-                        "failure": f"its offloaded snapshot cannot be restored: {problem}",
-                    }
-                )
+                damaged.append(_failed(state, f"its offloaded snapshot cannot be restored: {problem}"))
+            elif (why := durable.unresumable(state)) is not None:
+                log.error("offloaded job %s cannot run on: %s", job_id, why)
+                damaged.append(_failed(state, f"it cannot run on in this cluster: {why}"))
             else:
                 states.append(state)
         resumed: int = self.serial.submit(
@@ -365,6 +361,11 @@ class ClusterJobService:
         self.channel.close()
         self.tables.close()
         self.store.close()
+
+
+def _failed(state: dict[str, Any], failure: str) -> dict[str, Any]:
+    """An offloaded job's record, FAILED with ``failure`` (it is listed, never run)."""
+    return {**state, "status": "FAILED", "completion_time": int(time.time() * 1000), "failure": failure}
 
 
 def _unreadable(job_id: int, problem: str) -> dict[str, Any]:

@@ -3,15 +3,23 @@
 The grid keeps snapshots in the members' memory; that survives
 ``backup_count`` members dying at once, not all of them. With a snapshot
 directory (a Kubernetes PersistentVolume, or any mounted storage), the
-coordinator also writes every complete snapshot there, and a cluster that
-starts with the same directory resumes the jobs from them.
+coordinator writes every job's record there when it is submitted, and every
+complete snapshot after, and a cluster that starts with the same directory
+resumes the jobs: from their last snapshot, or, a job with none yet, from
+the beginning (its exactly-once sinks committed nothing before its first
+snapshot; a job that was to start from an exported snapshot cannot, since
+that was kept in the old cluster's memory only: it is listed as failed,
+saying so — :func:`unresumable`). Without the record at submission, a
+crash before the first snapshot's offload finished lost the job without a
+word (``bench/chaos.py`` cluster-crash-durable seed 15).
 
 Layout: per job, ``job-<id>``, a symbolic link to the folder of its last
 offloaded snapshot, ``.job-<id>-<random>/``, which holds three map files in
 the grid's checked format (each with its own magic, length and CRC-32): the
 snapshot's ``data`` and ``broadcast`` maps, under their grid names, and the
 job's record (``job``: its definition, config and last snapshot, which
-names the other two).
+names the other two). The folder written at submission holds the record
+only (its last snapshot is None).
 
 A new snapshot is written whole into a new folder (each file fsynced), then
 one ``rename`` of a new link over ``job-<id>`` switches to it, and only then
@@ -19,7 +27,10 @@ is the previous folder removed: whatever moment a crash hits, ``job-<id>``
 names one complete snapshot, the previous or the new one. (Replacing a
 folder by two renames would leave a moment with neither, and the job would be
 lost without a word.) Folders and links that no ``job-<id>`` names are what a
-crash left mid-write: :meth:`DurableSnapshots.read_all` removes them. A job
+crash left mid-write: :meth:`DurableSnapshots.read_all` removes them — but
+not one this process is writing (a coordinator reads the directory a few
+heartbeats after it starts, maybe while it writes a job submitted
+meanwhile: removing that folder left ``job-<id>`` naming nothing). A job
 that ends has its link and folder removed. A ``job-<id>`` that is a folder
 itself (written before the links) is read as it is and replaced by a link at
 the next write.
@@ -68,23 +79,25 @@ class DurableSnapshots:
         """Orders a write's switch against :meth:`forget` (they run on different threads)."""
         self._ended: set[int] = set()
         """Jobs forgotten: a write of theirs still under way is dropped."""
+        self._writing: set[str] = set()
+        """The folders being written now (no leftovers: :meth:`read_all` keeps them)."""
 
     def _folder(self, job_id: int) -> Path:
         return self.directory / f"job-{job_id}"
 
     def write(self, job_id: int, state: Mapping[str, Any]) -> None:
-        """Write the job's last complete snapshot and record; the previous one stays until this is whole.
+        """Write the job's record and last snapshot (if any); the previous one stays until this is whole.
 
         Raises :class:`OffloadError` when it cannot (the previous snapshot is then still in place).
         """
         last = state.get("last_snapshot")
-        if not last:
-            return
         folder = self.directory / f".job-{job_id}-{uuid.uuid4().hex}"
+        with self._lock:
+            self._writing.add(folder.name)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            for part in _PARTS:
-                self._grid.write_map_to_directory(f"{last['prefix']}/{part}", folder)
+            for map_name in [f"{last['prefix']}/{part}" for part in _PARTS] if last else []:
+                self._grid.write_map_to_directory(map_name, folder)
             grid_files.write_entries_to_directory(_RECORD_MAP, {"state": dict(state)}, folder)
             with self._lock:
                 if job_id in self._ended:  # it ended while this was written: not resumable
@@ -93,9 +106,13 @@ class DurableSnapshots:
                 previous = self._point_to(job_id, folder)
         except (OSError, grid_mod.GridError) as exc:
             shutil.rmtree(folder, ignore_errors=True)
+            what = f"snapshot {last['id']}" if last else "the record"
             raise OffloadError(
-                f"job {job_id}: snapshot {last['id']} could not be offloaded to {self.directory}: {exc}"
+                f"job {job_id}: {what} could not be offloaded to {self.directory}: {exc}"
             ) from exc
+        finally:
+            with self._lock:
+                self._writing.discard(folder.name)
         if previous is not None:
             shutil.rmtree(previous, ignore_errors=True)
 
@@ -138,7 +155,8 @@ class DurableSnapshots:
         """``(job id, record, problem)`` of every offloaded job; the snapshot is put back into the grid.
 
         ``record`` is None when the job's record itself cannot be read;
-        ``problem`` says what is damaged (then nothing of that job was put).
+        ``problem`` says what is damaged (then nothing of that job was put). A job
+        offloaded before its first snapshot has a record whose ``last_snapshot`` is None.
         """
         if not self.directory.is_dir():
             return
@@ -154,6 +172,9 @@ class DurableSnapshots:
                     raise snapshot_data.SnapshotDataError(f"{folder} names no folder")
                 state = grid_files.read_map_from_directory(folder, _RECORD_MAP)["state"]
                 assert state is not None
+                if state["last_snapshot"] is None:  # written at submission: it starts from the beginning
+                    yield job_id, state, None
+                    continue
                 prefix = state["last_snapshot"]["prefix"]
                 parts = {
                     part: grid_files.read_map_from_directory(folder, f"{prefix}/{part}") for part in _PARTS
@@ -169,16 +190,44 @@ class DurableSnapshots:
             yield job_id, state, None
 
     def _remove_leftovers(self) -> None:
-        """Remove the folders and links that no ``job-<id>`` names: writes a crash cut short."""
+        """Remove the folders and links that no ``job-<id>`` names: writes a crash cut short.
+
+        Under the lock, so that no write of this process switches its link meanwhile.
+        """
+        with self._lock:
+            self._remove_unnamed()
+
+    def _remove_unnamed(self) -> None:
         named = {os.readlink(link) for link in self.directory.glob("job-*") if link.is_symlink()}
         for path in self.directory.glob(".job-*"):
-            if path.name in named:
+            if path.name in named or path.name in self._writing:
                 continue
             log.info("removing %s: a snapshot write that did not finish", path)
             if path.is_symlink() or not path.is_dir():
                 path.unlink(missing_ok=True)
             else:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def unresumable(state: Mapping[str, Any]) -> str | None:
+    """Why a job read back from the directory cannot run on in a new cluster, or None.
+
+    A job with no snapshot of its own starts from the beginning, unless it was to start
+    from an exported snapshot (``initial_snapshot_name``): that lived in the memory of
+    the cluster that ended.
+
+    >>> unresumable({"last_snapshot": None, "restore_from": None}) is None
+    True
+    >>> print(unresumable({"last_snapshot": None, "restore_from": {"name": "before-v2"}}))
+    it was to start from the exported snapshot 'before-v2', which the cluster that ended kept ...
+    """
+    exported = state.get("restore_from")
+    if state.get("last_snapshot") is not None or not exported:
+        return None
+    return (
+        f"it was to start from the exported snapshot {exported.get('name')!r}, which the cluster that "
+        "ended kept in its memory only (exported snapshots are not written to the snapshot directory)"
+    )
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -142,12 +142,29 @@ class JobOperations:
         coordinator_thread.when_done(self._serial, exported, start_from)
         return answer
 
-    def _register(self, entry: JobEntry) -> dict[str, Any]:
+    def _register(self, entry: JobEntry) -> Answer:
+        """Run the new job; answer once its record is in the snapshot directory (if the cluster has one).
+
+        From then on it survives the loss of the whole cluster (a job with no snapshot yet
+        starts from the beginning: :mod:`~jetlet._cluster.durable`). Its first snapshot's
+        offload waits for this write (one store thread), so its sinks commit nothing before.
+        A record that cannot be written fails the job, saying why: it would be lost silently.
+        """
         if any(e.name == entry.name for e in self._jobs.active()):
             raise errors.JobStateConflictError(f"a job named {entry.name!r} is already active")
         self._jobs.add(entry)
         self._lifecycle.start_execution(entry)  # its first transition logs "submitted, starting"
-        return {"record": entry.record().to_dict()}
+        answer: Answer = concurrent.futures.Future()
+
+        def written(outcome: object) -> None:
+            if isinstance(outcome, BaseException) and not entry.is_terminal:
+                log.error("%s: %s", named(entry), outcome, extra=about(entry))
+                why = f"its record could not be written to the snapshot directory: {outcome}"
+                self._lifecycle.fail(entry, why, "")
+            _set(answer, {"record": entry.record().to_dict()})
+
+        coordinator_thread.when_done(self._serial, self._store.offload(entry.id, entry.state()), written)
+        return answer
 
     # -- steering ---------------------------------------------------------------------------------
     def _wait(self, entry: JobEntry, statuses: frozenset[Status], timeout_s: float) -> Answer:

@@ -16,8 +16,9 @@ that state into the replicated grid (primary and ``backup_count`` backups):
   and one that fails because a replica just died is retried, backing off,
   once the table has changed;
 * the slower bulk work — deleting a superseded snapshot's maps, copying a
-  snapshot under an exported name, offloading a complete snapshot to the
-  durable directory — runs on a small pool and reports through futures.
+  snapshot under an exported name, offloading a job's record (at
+  submission) and each complete snapshot to the durable directory — runs on
+  a small pool and reports through futures.
 
 The job and snapshot coordinators depend on the :class:`JobStore` protocol
 only, so tests give them an in-memory store.
@@ -68,7 +69,7 @@ class JobStore(Protocol):
         ...
 
     def offload(self, job_id: int, state: dict[str, Any]) -> concurrent.futures.Future[None]:
-        """Write the job's last complete snapshot to the durable directory, if there is one."""
+        """Write the job's record and last snapshot (if any) to the durable directory, if there is one."""
         ...
 
     def forget_offloaded(self, job_id: int) -> None:
