@@ -1,12 +1,20 @@
 """``jetlet bench nexmark``: run the NEXMark benchmark and write its report.
 
-The order of a run: for each member count of ``--members`` (0: embedded), one cluster is started
-and every query of ``--queries`` is measured in it — throughput (:mod:`.throughput`) and, for the
-member counts of ``--latency-members``, latency at each rate of ``--rate`` with snapshots off
-and/or on (:mod:`.latency`); then the plain-Python loops (:mod:`.plain`) and the peers of
-``--peers`` (``bench/nexmark_peers``, when this is a source checkout that has it); finally the
-Markdown section is printed (:mod:`.report`). Progress is printed as it goes. ``--quick`` is a
-one-minute smoke run.
+The order of a run: one cluster is started for each member count of ``--members`` and
+``--latency-members`` (0: embedded), all at once. Throughput is measured in ``--repeats``
+interleaved rounds (:mod:`.paired`): round ``r`` runs every query on every contender — jetlet on
+each member count (:mod:`.throughput`) and the plain-Python loop (:mod:`.plain`, when ``--peers``
+names ``plain``) — query by query, the contenders of a query back to back in an order that
+rotates from round to round, so that all of them see the same load; each run also counts the CPU
+time of the driver and the member processes (:mod:`.cpu`). The report gives the medians over the
+rounds with their spreads, and the ratios paired by round (jetlet over the plain loop, 2 members
+over 1) — never a best-of. Then the clusters not needed for latency are stopped, and for the member
+counts of ``--latency-members`` latency is measured at each rate of ``--rate`` with snapshots off
+and/or on (:mod:`.latency`); then the peers of ``--peers`` run once per query
+(``bench/nexmark_peers``, when this is a source checkout that has it); finally the Markdown section
+is printed (:mod:`.report`), its header naming the interpreter and whether it was built with PGO and
+LTO (:mod:`.interpreter`). Progress is printed as it goes, every run of every round included.
+``--quick`` is a one-minute smoke run.
 
 Where it writes: ``jetlet bench nexmark`` writes nothing unless told — ``--out DIR`` for the
 section (``DIR/nexmark.md``) and the plots, ``--results FILE`` for a Markdown file whose NEXMark
@@ -16,22 +24,29 @@ directory. ``bench/nexmark.py`` (``make bench``) defaults to the checkout's ``be
 ``--quick`` it too writes only where ``--out`` and ``--results`` say, so a smoke run never
 replaces the committed results.
 
-A ``--rate`` of ``half`` means 50 % of the query's throughput measured in the same run (per
-member), the issue's example of a sustainable fixed rate.
+A ``--rate`` of ``half`` means 50 % of the query's throughput measured in the same run (the median
+per member), the issue's example of a sustainable fixed rate.
+
+The paired table on a quiet machine, as ``bench/RESULTS.md`` records it (5 rounds, the row queries
+on 1 and 2 members next to the plain loop, no latency, no peers)::
+
+    python bench/nexmark.py --mode throughput --members 1,2 --repeats 5 --peers plain
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
+import statistics
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jetlet.nexmark.bench import jobs, latency, plain, report, throughput
+from jetlet.nexmark.bench import interpreter, jobs, latency, paired, plain, report, throughput
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 """The source checkout's root (``worker/jetlet/nexmark/bench`` → repository)."""
@@ -63,7 +78,7 @@ class Settings:
     results: Path | None
     plots: Path | None
     repeats: int = 1
-    """Unpaced runs per query and member count; the best counts (noise only ever slows a run)."""
+    """Interleaved throughput rounds: each runs every query once on every contender (see the doc)."""
     stretch_windowed: bool = True
     """Measure Q5 and Q7 long enough for 10,000 window results (see ``latency.seconds_for``)."""
 
@@ -102,7 +117,13 @@ def add_arguments(parser: argparse.ArgumentParser, checkout_defaults: bool = Fal
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds of a throughput run")
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds before measuring")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="throughput runs per query and member count; the best counts"
+        "--repeats",
+        type=int,
+        default=3,
+        metavar="N",
+        help="interleaved throughput rounds (default 3): each runs every query once on every member "
+        "count and the plain loop, back to back; medians, spreads and per-round (paired) ratios are "
+        "reported",
     )
     parser.add_argument(
         "--latency-seconds", type=float, default=15.0, help="measured seconds of a latency run (default 15)"
@@ -225,40 +246,88 @@ def _snapshot_modes(settings: Settings) -> tuple[bool, ...]:
     return {"off": (False,), "on": (True,), "both": (False, True)}[settings.snapshots]
 
 
-def _rates(settings: Settings, measured: throughput.Throughput | None) -> list[int]:
+def _rates(settings: Settings, per_member: float | None) -> list[int]:
+    """The latency rates of ``--rate``; ``half`` is half of ``per_member`` (none when not measured)."""
     rates = []
     for rate in settings.rates:
         if rate != "half":
             rates.append(int(rate))
-        elif measured is not None:
-            rates.append(max(int(measured.events_per_s_per_member / 2), 1))
+        elif per_member is not None:
+            rates.append(max(int(per_member / 2), 1))
     return rates
 
 
-def _run_cluster(settings: Settings, members: int, results: report.Results) -> None:
-    do_throughput = settings.mode in ("throughput", "all")
-    do_latency = settings.mode in ("latency", "all") and members in settings.latency_members
-    if not (do_throughput or do_latency):
-        return
-    _say(f"starting {report.members_label(members)} ...")
-    with jobs.open_cluster(members) as cluster:
+def _median_per_member(results: report.Results, query: str, members: int) -> float | None:
+    rates = [
+        t.events_per_s_per_member for t in results.throughputs if (t.query, t.members) == (query, members)
+    ]
+    return statistics.median(rates) if rates else None
+
+
+Contender = int | str
+"""A member count (jetlet) or :data:`PLAIN` (the plain loop)."""
+
+
+def _contender_label(contender: Contender) -> str:
+    return "plain loop" if contender == PLAIN else report.members_label(int(contender))
+
+
+def _run_rounds(settings: Settings, clusters: dict[int, Any], results: report.Results) -> None:
+    """The interleaved throughput rounds (see the module doc) on ``clusters`` and the plain loop."""
+    contenders: list[Contender] = [*clusters]
+    if PLAIN in settings.peers:
+        contenders.append(PLAIN)
         for query in settings.queries:
-            measured = None
-            if do_throughput:
-                runs = [
-                    throughput.measure(cluster, query, members, settings.seconds, settings.warmup_s)
-                    for _ in range(settings.repeats)
-                ]
-                measured = max(runs, key=lambda run: run.events_per_s)
-                results.throughputs.append(measured)
-                every = ", ".join(f"{run.events_per_s_per_member:,.0f}" for run in runs)
-                _say(
-                    f"  throughput {query}: {measured.events_per_s:,.0f} events/s "
-                    f"({measured.events_per_s_per_member:,.0f} per member; runs: {every}), "
-                    f"{measured.results:,} results"
-                )
-            if do_latency:
-                for rate in _rates(settings, measured):
+            if query not in plain.PLAIN_QUERIES:
+                results.notes.append(f"plain loop: none written for {query} yet")
+                _say(f"  plain {query}: no plain loop")
+    if not contenders:
+        return
+    order = ", ".join(_contender_label(c) for c in contenders)
+    _say(f"throughput: {settings.repeats} interleaved round(s) of {order} ...")
+    for index, query, contender in paired.schedule(settings.repeats, settings.queries, contenders):
+        where = f"  round {index + 1}/{settings.repeats} {query} {_contender_label(contender)}"
+        if contender == PLAIN:
+            if query in plain.PLAIN_QUERIES:
+                loop = plain.measure(query, settings.plain_seconds, index)
+                results.plain_runs.append(loop)
+                _say(f"{where}: {loop.events_per_s:,.0f} events/s, {_micros(loop.cpu_us_per_event)}")
+            continue
+        members = int(contender)
+        run = throughput.measure(
+            clusters[members], query, members, settings.seconds, settings.warmup_s, index
+        )
+        results.throughputs.append(run)
+        _say(
+            f"{where}: {run.events_per_s:,.0f} events/s ({run.events_per_s_per_member:,.0f} per member), "
+            f"{_micros(run.cpu_us_per_event)}, {run.results:,} results"
+        )
+
+
+def _micros(value: float | None) -> str:
+    return "CPU not measured" if value is None else f"{value:.2f} CPU µs/event"
+
+
+def _run_clusters(settings: Settings, results: report.Results) -> None:
+    """Start the clusters, run the throughput rounds, stop those latency does not need, run latency."""
+    do_throughput = settings.mode in ("throughput", "all")
+    throughput_members = settings.members if do_throughput else ()
+    latency_members = settings.latency_members if settings.mode in ("latency", "all") else ()
+    with contextlib.ExitStack() as every:
+        clusters: dict[int, tuple[contextlib.ExitStack, Any]] = {}
+        for members in dict.fromkeys((*throughput_members, *latency_members)):
+            _say(f"starting {report.members_label(members)} ...")
+            own = every.enter_context(contextlib.ExitStack())
+            clusters[members] = (own, own.enter_context(jobs.open_cluster(members)))
+        if do_throughput:
+            _run_rounds(settings, {m: clusters[m][1] for m in throughput_members}, results)
+        for members, (own, _) in clusters.items():
+            if members not in latency_members:
+                own.close()
+        for members in latency_members:
+            cluster = clusters[members][1]
+            for query in settings.queries:
+                for rate in _rates(settings, _median_per_member(results, query, members)):
                     for snapshots in _snapshot_modes(settings):
                         _latency_run(settings, cluster, query, members, rate, snapshots, results)
 
@@ -293,17 +362,6 @@ def _latency_seconds(settings: Settings, query: str) -> float:
     return latency.seconds_for(query, settings.latency_seconds)
 
 
-def _run_plain(settings: Settings, results: report.Results) -> None:
-    for query in settings.queries:
-        if query not in plain.PLAIN_QUERIES:
-            results.notes.append(f"plain loop: none written for {query} yet")
-            _say(f"  plain {query}: no plain loop")
-            continue
-        run = plain.measure(query, settings.plain_seconds)
-        results.plain_runs.append(run)
-        _say(f"  plain {query}: {run.events_per_s:,.0f} events/s")
-
-
 def _peer_module() -> Any:
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
@@ -335,17 +393,24 @@ def _run_peers(settings: Settings, results: report.Results) -> None:
             results.peers.append(report.PeerResult(peer, query, rate, run.note or ""))
             shown = f"{rate:,.0f} events/s" if rate else "not expressible"
             _say(f"    {shown} {run.note or ''}")
+        results.peer_interpreters[peer] = _peer_interpreter(peer)
+
+
+def _peer_interpreter(peer: str) -> str:
+    """The interpreter line of ``peer``'s venv, or why it is unknown."""
+    try:
+        venvs = importlib.import_module("bench.nexmark_peers.venvs")
+        return interpreter.describe_executable(str(venvs.venv_python(peer))).line()
+    except (ImportError, OSError, ValueError) as exc:
+        return f"unknown ({exc})"
 
 
 def run(settings: Settings, command: str) -> report.Results:
     """Measure everything ``settings`` asks for and write the report; returns the results."""
     started = time.time()
-    results = report.Results(command)
-    for members in dict.fromkeys((*settings.members, *settings.latency_members)):
-        _run_cluster(settings, members, results)
-    if PLAIN in settings.peers and settings.mode in ("throughput", "all"):
-        _say("plain-Python loops ...")
-        _run_plain(settings, results)
+    results = report.Results(command, rounds=settings.repeats)
+    _say(f"interpreter: {results.interpreter.line()}")
+    _run_clusters(settings, results)
     if settings.mode in ("throughput", "all"):
         _run_peers(settings, results)
     _write(settings, results)

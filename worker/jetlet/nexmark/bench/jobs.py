@@ -23,7 +23,8 @@ Timestamps are whole milliseconds: a map/filter result's latency is over-estimat
 Where it runs: :func:`open_cluster` gives an embedded instance for ``members=0`` (in this process)
 and a :func:`~jetlet.local_cluster.local_cluster` of member processes otherwise; both offer
 ``new_job(pipeline, config)`` and ``get_list(name)``, and their jobs ``metrics()``, ``cancel()``,
-``join()``. :func:`counter` sums one counter over every processor of a vertex on every member.
+``join()``; :func:`member_pids` names a local cluster's member processes (for :mod:`.cpu`).
+:func:`counter` sums one counter over every processor of a vertex on every member.
 """
 
 from __future__ import annotations
@@ -183,6 +184,11 @@ def open_cluster(members: int) -> Iterator[Any]:
     else:
         with local_cluster(members) as client:
             yield client
+
+
+def member_pids(cluster: Any) -> tuple[int, ...]:
+    """The process ids of a local cluster's members (``()`` for an embedded instance)."""
+    return tuple(getattr(cluster, "pids", ()))
 
 
 def counter(metrics: Mapping[str, Any], vertex: str, name: str) -> int:

@@ -1,13 +1,16 @@
 """The plain-Python loop peer: each query as the tight loop a careful Python programmer writes.
 
-It is the per-item limit of the language on this machine: no engine, no queues, no threads, the
-same events as jetlet's source, made the same way (:func:`~jetlet.nexmark.fast_generator.fast_events`
+It is the per-item limit of the language on this machine: no engine, no queues, no threads, the same
+events as jetlet's source, made the same way (:func:`~jetlet.nexmark.fast_generator.fast_events`
 over batches of :data:`BATCH` consecutive numbers — generation is timed, as jetlet's source
-generates its events inside the measured job). Each query is a *step* ``step(events, out)`` that
-appends its results to ``out``; the timed loop counts and clears ``out`` after every batch. A
-query with state is a class whose instance is the step. Event time is the events' ``date_time``,
-which the fast generator makes non-decreasing, so "time passed ``t``" is "an event at or after
-``t`` came" (jetlet's watermark also comes from every event, of any kind).
+generates its events inside the measured job; the first batch is untimed, as jetlet's runs have a
+warm-up, so the generator's tables are not built on the clock). Each query is a *step*
+``step(events, out)`` that appends its results to ``out``; the timed loop counts and clears ``out``
+after every batch. A query with state is a class whose instance is the step. :func:`measure` also
+counts the CPU time of this process over the loop (:mod:`.cpu`), for CPU-seconds per event beside
+the rate. Event time is the events' ``date_time``, which the fast generator makes non-decreasing, so
+"time passed ``t``" is "an event at or after ``t`` came" (jetlet's watermark also comes from every
+event, of any kind).
 
 * Q0: every event; Q1: every bid with ``price * 89 // 100``; Q2: ``AuctionPrice`` of the bids on
   auctions whose id is a multiple of 123 — as :mod:`jetlet.nexmark.queries`.
@@ -62,7 +65,7 @@ from collections import deque
 from collections.abc import Callable
 
 from jetlet.nexmark import fast_generator, joins, queries
-from jetlet.nexmark.bench import jobs
+from jetlet.nexmark.bench import cpu, jobs
 from jetlet.nexmark.generator import DEFAULT_CONFIG
 from jetlet.nexmark.model import (
     Auction,
@@ -415,20 +418,35 @@ class PlainRun:
     events: int
     results: int
     seconds: float
+    cpu_seconds: float | None = None
+    """User + system CPU seconds of this process (the driver) over the loop."""
+    round: int = 0
+    """The harness's round this run belongs to (see :mod:`.paired`)."""
 
     @property
     def events_per_s(self) -> float:
         return self.events / self.seconds
 
+    @property
+    def cpu_us_per_event(self) -> float | None:
+        """CPU microseconds per event (None: not measured, or no events)."""
+        if self.cpu_seconds is None or not self.events:
+            return None
+        return self.cpu_seconds * 1e6 / self.events
 
-def measure(query: str, seconds: float) -> PlainRun:
+
+def measure(query: str, seconds: float, round_index: int = 0) -> PlainRun:
     """Run the loop of ``query`` over freshly generated events for about ``seconds``."""
     step = PLAIN_QUERIES[query]()
+    meter = cpu.Meter.of()
     config = fast_generator.FastConfig(base_time=0)
     generate = fast_generator.fast_events
     out: list[object] = []
+    step(generate(range(BATCH), config), out)  # untimed: the generator's tables are made once
+    out.clear()
     produced = 0
-    number = 0
+    number = BATCH
+    cpu0 = meter.read()
     started = time.perf_counter()
     deadline = started + seconds
     while True:
@@ -439,4 +457,5 @@ def measure(query: str, seconds: float) -> PlainRun:
             out.clear()
         if time.perf_counter() >= deadline:
             break
-    return PlainRun(query, number, produced, time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    return PlainRun(query, number - BATCH, produced, elapsed, cpu.used(cpu0, meter.read()), round_index)

@@ -2,13 +2,17 @@
 
 :func:`section` renders the tables (throughput per query and member count with the ratios to the
 plain loop and every peer; latency percentiles per run) under a header with the command, the git
-commit, the machine and the date. :func:`replace_section` puts it between :data:`BEGIN` and
-:data:`END` in the results file, keeping everything else (the section is appended when the markers
-are missing); the markers are those of ``bench/run_all.py``'s sections, which keeps this one when it
-measures the others again. :func:`plot` draws ``nexmark_throughput.png`` (events/s per member,
-one bar per query and runner) and ``nexmark_latency.png`` (latency against percentile on a
-"nines" axis, one curve per latency run) with matplotlib, which is optional: without it
-:func:`plot` returns the reason.
+commit, the machine, the interpreter and its build (:mod:`.interpreter`) and the date. Throughput
+comes in interleaved rounds (:mod:`.paired`): each cell is the median over the rounds with its
+spread, rates and CPU microseconds per event alike, and the ratios (jetlet over the plain loop,
+wall-clock and per CPU-second; 2 members over 1) are taken per round, then summarized the same way.
+A peer (PySpark, Bytewax) runs once per query, after the rounds: its ratios are not paired.
+:func:`replace_section` puts the section between :data:`BEGIN` and :data:`END` in the results file,
+keeping everything else (the section is appended when the markers are missing); the markers are
+those of ``bench/run_all.py``'s sections, which keeps this one when it measures the others again.
+:func:`plot` draws ``nexmark_throughput.png`` (events/s per member, one bar per query and runner)
+and ``nexmark_latency.png`` (latency against percentile on a "nines" axis, one curve per latency
+run) with matplotlib, which is optional: without it :func:`plot` returns the reason.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import importlib
 import math
 import os
 import platform
+import statistics
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jetlet.nexmark.bench import latency, plain, throughput
+from jetlet.nexmark.bench import interpreter, latency, paired, plain, throughput
 
 BEGIN = "<!-- section:nexmark -->"
 END = "<!-- /section:nexmark -->"
@@ -54,6 +59,12 @@ class Results:
     plain_runs: list[plain.PlainRun] = dataclasses.field(default_factory=list)
     peers: list[PeerResult] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    rounds: int = 1
+    """Interleaved throughput rounds (``--repeats``)."""
+    interpreter: interpreter.Interpreter = dataclasses.field(default_factory=interpreter.describe)
+    """The harness's Python, which the member processes and the plain loop run too."""
+    peer_interpreters: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Per peer: its venv's interpreter line (or why it is unknown)."""
 
 
 def curve(sorted_samples: Sequence[float]) -> list[tuple[float, float]]:
@@ -97,24 +108,78 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [headers, align, *rows]) + "\n"
 
 
+RATE = "{:,.0f}"
+RATIO = "{:.2f}"
+MICROS = "{:.2f}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ByRound:
+    """One contender's figures of one query, by round: events/s (per member) and CPU µs per event."""
+
+    rates: dict[int, float]
+    per_member: dict[int, float]
+    cpu_us: dict[int, float]
+
+
+def jetlet_by_round(results: Results) -> dict[tuple[str, int], ByRound]:
+    """Per ``(query, members)``, in the order of the table (member counts, then queries, as first run)."""
+    members = dict.fromkeys(t.members for t in results.throughputs)
+    queries = dict.fromkeys(t.query for t in results.throughputs)
+    grouped: dict[tuple[str, int], ByRound] = {
+        (q, m): ByRound({}, {}, {}) for m in members for q in queries
+        if any(t.query == q and t.members == m for t in results.throughputs)
+    }  # fmt: skip
+    for t in results.throughputs:
+        figures = grouped[(t.query, t.members)]
+        figures.rates[t.round] = t.events_per_s
+        figures.per_member[t.round] = t.events_per_s_per_member
+        if t.cpu_us_per_event is not None:
+            figures.cpu_us[t.round] = t.cpu_us_per_event
+    return grouped
+
+
+def plain_by_round(results: Results) -> dict[str, ByRound]:
+    """Per query, the plain loop's figures by round."""
+    grouped: dict[str, ByRound] = {}
+    for run in results.plain_runs:
+        figures = grouped.setdefault(run.query, ByRound({}, {}, {}))
+        figures.rates[run.round] = figures.per_member[run.round] = run.events_per_s
+        if run.cpu_us_per_event is not None:
+            figures.cpu_us[run.round] = run.cpu_us_per_event
+    return grouped
+
+
+def _spread(values: dict[int, float], number: str) -> str:
+    return paired.Spread.of(values.values()).text(number) if values else "—"
+
+
+def _paired(numerators: dict[int, float], denominators: dict[int, float]) -> str:
+    spread = paired.paired_spread(numerators, denominators)
+    return "—" if spread is None else spread.text(RATIO)
+
+
 def _throughput_table(results: Results) -> str:
-    plain_rates = {run.query: run.events_per_s for run in results.plain_runs}
+    plain_figures = plain_by_round(results)
     peer_names = sorted({peer.peer for peer in results.peers})
     peer_rates = {(p.peer, p.query): p.events_per_s for p in results.peers}
-    one_member = {t.query: t.events_per_s for t in results.throughputs if t.members == 1}
-    headers = ["query", "members", "events/s", "events/s per member", "scaling", "plain loop", "jetlet/plain"]
+    jetlet_figures = jetlet_by_round(results)
+    headers = ["query", "members", "events/s", "events/s per member", "CPU µs/event", "scaling"]
+    headers += ["plain loop", "plain CPU µs/event", "jetlet/plain", "jetlet/plain per CPU-s"]
     for name in peer_names:
         headers += [name, f"jetlet/{name}"]
     rows = []
-    for t in results.throughputs:
-        per_member = t.events_per_s_per_member
-        base = one_member.get(t.query)
-        scaling = f"{t.events_per_s / base:.2f}" if base and t.members > 1 else "—"
-        plain_rate = plain_rates.get(t.query)
-        row = [t.query, members_label(t.members), _rate(t.events_per_s), _rate(per_member), scaling]
-        row += [_rate(plain_rate), _ratio(per_member, plain_rate)]
+    for (query, members), figures in jetlet_figures.items():
+        one = jetlet_figures.get((query, 1))
+        scaling = _paired(figures.rates, one.rates) if one is not None and members > 1 else "—"
+        row = [query, members_label(members), _spread(figures.rates, RATE)]
+        row += [_spread(figures.per_member, RATE), _spread(figures.cpu_us, MICROS), scaling]
+        loop = plain_figures.get(query, ByRound({}, {}, {}))
+        row += [_spread(loop.rates, RATE), _spread(loop.cpu_us, MICROS)]
+        row += [_paired(figures.per_member, loop.rates), _paired(loop.cpu_us, figures.cpu_us)]
+        per_member = statistics.median(figures.per_member.values())
         for name in peer_names:
-            peer_rate = peer_rates.get((name, t.query))
+            peer_rate = peer_rates.get((name, query))
             row += [_rate(peer_rate) if peer_rate else "not expressible/run", _ratio(per_member, peer_rate)]
         rows.append(row)
     return _table(headers, rows)
@@ -149,15 +214,27 @@ def section(results: Results, commit: str, now: datetime.datetime | None = None)
         f"- Command: `{results.command}`",
         f"- Commit: {commit}",
         f"- Machine: {machine()}",
+        f"- Interpreter: {results.interpreter.line()}",
+        f"- Builds used: jetlet (harness and member processes) and the plain loop: "
+        f"{results.interpreter.build}" + _peer_builds(results),
         f"- Date: {when}\n",
         "Events from the fast generator (Jet paper §7.1: 10,000 keys, person:auction:bid = 1:3:46). "
         "**Throughput** is an unpaced run's events per second (source `emittedCount` over the measured "
-        "interval after a warm-up), the best of `--repeats` runs (3 by default; each run is printed in "
-        "the log): the standard approximation of the highest sustainable rate. "
+        "interval after a warm-up): the standard approximation of the highest sustainable rate. "
+        f"The runs are interleaved: {_rounds(results.rounds)}, each running every query on every "
+        "contender (jetlet on each member count, the plain loop) back to back, the contenders' order "
+        "rotating from round to round, so that a query's contenders share the machine's load. Each "
+        "cell is the median over the rounds, with the minimum and maximum (and the interquartile range "
+        "from 4 rounds) in brackets; every run is printed in the log. Ratios are paired: taken per "
+        "round, then their median and spread. **CPU µs/event** is the user + system CPU time of the "
+        "driver and every member process over the measured interval, per event (the plain loop: its "
+        "own process); *jetlet/plain per CPU-s* is jetlet's events per CPU-second over the plain "
+        "loop's, *jetlet/plain* the wall-clock events/s per member over the loop's, *scaling* the "
+        "events/s over the 1-member run of the same round. "
         "1+ members are member processes of a local cluster (`embedded`: in the harness's process). "
         "Q5 in throughput runs: 10 s window sliding by 1 s, top auction. The plain loop is each query "
-        "as a tight Python loop over the same events, generation included; ratios are jetlet's "
-        "events/s per member over the peer's.\n",
+        "as a tight Python loop over the same events, generation included. PySpark and Bytewax run "
+        "once per query after the rounds (their ratio uses jetlet's median, unpaired).\n",
     ]
     if results.throughputs:
         parts.append(_throughput_table(results))
@@ -176,6 +253,14 @@ def section(results: Results, commit: str, now: datetime.datetime | None = None)
     parts.append(_peer_notes(results))
     parts.append(END)
     return "\n".join(part for part in parts if part) + "\n"
+
+
+def _rounds(rounds: int) -> str:
+    return "one round" if rounds == 1 else f"{rounds} rounds"
+
+
+def _peer_builds(results: Results) -> str:
+    return "".join(f"; {peer}: {line}" for peer, line in sorted(results.peer_interpreters.items()))
 
 
 def replace_section(text: str, new_section: str) -> str:
@@ -240,10 +325,12 @@ def _nines(p: float) -> float:
 
 def _throughput_bars(axes: Any, results: Results) -> None:
     series: dict[str, dict[str, float]] = {}
-    for t in results.throughputs:
-        series.setdefault(f"jetlet, {members_label(t.members)}", {})[t.query] = t.events_per_s_per_member
-    for run in results.plain_runs:
-        series.setdefault("plain loop", {})[run.query] = run.events_per_s
+    for (query, members), figures in jetlet_by_round(results).items():
+        series.setdefault(f"jetlet, {members_label(members)}", {})[query] = statistics.median(
+            figures.per_member.values()
+        )
+    for query, loop in plain_by_round(results).items():
+        series.setdefault("plain loop", {})[query] = statistics.median(loop.rates.values())
     for peer in results.peers:
         if peer.events_per_s:
             series.setdefault(peer.peer, {})[peer.query] = peer.events_per_s
@@ -255,5 +342,5 @@ def _throughput_bars(axes: Any, results: Results) -> None:
     axes.set_xticks([i + 0.4 - width / 2 for i in range(len(query_names))], query_names)
     axes.set_ylabel("events/s per member")
     axes.set_yscale("log")
-    axes.set_title("jetlet NEXMark throughput (unpaced) and peers")
+    axes.set_title("jetlet NEXMark throughput (unpaced, medians of interleaved rounds) and peers")
     axes.legend(fontsize="small")

@@ -6,7 +6,9 @@ pipeline takes events, back-pressure throttling it), wait ``warmup_s``, then rea
 ``emittedCount`` (summed over every member) twice, ``seconds`` apart: events per second is the
 difference over the elapsed time, and per member that divided by the member count. The events in
 flight (at most the bounded queues' capacity) are the same at both reads in a steady state, so they
-cancel. The recorder's result counter is read at the same moments (results per second).
+cancel. The recorder's result counter is read at the same moments (results per second), and so is
+the CPU time of the driver and every member process (:mod:`.cpu`): CPU seconds per event beside the
+wall-clock rate.
 
 Q5 runs with the issue's 10 s window sliding by 1 s (:data:`~.jobs.THROUGHPUT_SLIDE_MS`); its
 event times are those of a stream at ``FastConfig.rate`` (1 M events/s), so an unpaced run that
@@ -20,7 +22,7 @@ import time
 from typing import Any
 
 from jetlet.nexmark import fast_generator
-from jetlet.nexmark.bench import jobs
+from jetlet.nexmark.bench import cpu, jobs
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -34,6 +36,10 @@ class Throughput:
     """Events the source emitted during the measured interval."""
     results: int
     seconds: float
+    cpu_seconds: float | None = None
+    """User + system CPU seconds of the driver and every member process over the interval."""
+    round: int = 0
+    """The harness's round this run belongs to (see :mod:`.paired`)."""
 
     @property
     def events_per_s(self) -> float:
@@ -43,27 +49,40 @@ class Throughput:
     def events_per_s_per_member(self) -> float:
         return self.events_per_s / max(self.members, 1)
 
+    @property
+    def cpu_us_per_event(self) -> float | None:
+        """CPU microseconds per event, all processes together (None: not measured, or no events)."""
+        if self.cpu_seconds is None or not self.events:
+            return None
+        return self.cpu_seconds * 1e6 / self.events
 
-def _counts(job: Any) -> tuple[int, int, float]:
+
+def _counts(job: Any, meter: cpu.Meter) -> tuple[int, int, float, dict[int, float]]:
     metrics = job.metrics()
+    cpu_times = meter.read()
     at = time.time()
     events = jobs.counter(metrics, jobs.SOURCE_NAME, "emittedCount")
-    return events, jobs.counter(metrics, jobs.RECORDER_NAME, jobs.RESULT_COUNT), at
+    return events, jobs.counter(metrics, jobs.RECORDER_NAME, jobs.RESULT_COUNT), at, cpu_times
 
 
-def measure(cluster: Any, query: str, members: int, seconds: float, warmup_s: float) -> Throughput:
+def measure(
+    cluster: Any, query: str, members: int, seconds: float, warmup_s: float, round_index: int = 0
+) -> Throughput:
     """Run ``query`` unpaced on ``cluster`` and measure ``seconds`` after ``warmup_s`` (see the doc)."""
     config = fast_generator.FastConfig(base_time=int(time.time() * 1000))
     name = f"nexmark-throughput-{query}-{time.time_ns()}"
     pipeline = jobs.build_pipeline(
         query, config, paced=False, slide_ms=jobs.THROUGHPUT_SLIDE_MS, list_name=name
     )
+    meter = cpu.Meter.of(jobs.member_pids(cluster))
     job = cluster.new_job(pipeline, jobs.job_config(False, name))
     try:
         jobs.sleep_until(time.time() + warmup_s)
-        events0, results0, at0 = _counts(job)
+        events0, results0, at0, cpu0 = _counts(job, meter)
         jobs.sleep_until(at0 + seconds)
-        events1, results1, at1 = _counts(job)
+        events1, results1, at1, cpu1 = _counts(job, meter)
     finally:
         jobs.stop(job)
-    return Throughput(query, members, events1 - events0, results1 - results0, at1 - at0)
+    return Throughput(
+        query, members, events1 - events0, results1 - results0, at1 - at0, cpu.used(cpu0, cpu1), round_index
+    )
