@@ -27,10 +27,11 @@ replaces the committed results.
 A ``--rate`` of ``half`` means 50 % of the query's throughput measured in the same run (the median
 per member), the issue's example of a sustainable fixed rate.
 
-The paired table on a quiet machine, as ``bench/RESULTS.md`` records it (5 rounds, the row queries
-on 1 and 2 members next to the plain loop, no latency, no peers)::
+The paired throughput table alone (5 rounds, every query on 1 and 2 members next to the plain
+loop; printed, written nowhere), and the whole section into ``bench/RESULTS.md``::
 
-    python bench/nexmark.py --mode throughput --members 1,2 --repeats 5 --peers plain
+    python bench/nexmark.py --mode throughput --members 1,2 --repeats 5 --peers plain --no-report
+    python bench/nexmark.py --repeats 5
 """
 
 from __future__ import annotations
