@@ -289,8 +289,14 @@ class JobCoordinator:
 
     # -- stopping and ending ---------------------------------------------------------------------
     def stop(self, entry: JobEntry, reason: StopReason, message: str) -> None:
-        """Cancel the current execution on every member; ``reason`` decides what follows."""
+        """Cancel the current execution on every member; ``reason`` decides what follows.
+
+        Only a failure or a cancellation stops a job whose sinks commit their final output: it
+        could not run again exactly (:mod:`~jetlet._cluster.job_ending`), so it ends by itself.
+        """
         if entry.stopping in (StopReason.FAIL, StopReason.CANCEL) or entry.is_terminal:
+            return
+        if entry.final_commit and reason not in (StopReason.FAIL, StopReason.CANCEL):
             return
         entry.stopping = reason
         self._snapshots.abort(entry, f"the execution is stopping: {message}")
