@@ -12,6 +12,7 @@ must be every item exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,12 @@ Entry = tuple[Any, Any]
 
 
 def sink(
-    directory: Path, index: int = 0, count: int = 1, guarantee: Any = EXACTLY_ONCE
+    directory: Path, index: int = 0, count: int = 1, guarantee: Any = EXACTLY_ONCE, execution: int = 0
 ) -> file_sink.WriteFileP:
     processor = file_sink.write_file_p(str(directory), lambda item: f"<{item}>")()
     assert isinstance(processor, file_sink.WriteFileP)
     context = make_context("sink", index, local_parallelism=count, processing_guarantee=guarantee)
+    context = dataclasses.replace(context, execution_id=execution)
     processor.init(TestOutbox(1, 2), context)
     return processor
 
@@ -101,7 +103,7 @@ def test_items_become_visible_when_the_snapshot_after_them_completes(tmp_path: P
     assert p.complete()
     p.close()
     assert committed(tmp_path) == lines("a", "b", "c", "d")
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["0-0", "0-1", "0-2"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["0-0-0", "0-0-1", "0-0-2"]
 
 
 def test_a_failed_snapshot_leaves_its_items_for_the_next_one(tmp_path: Path) -> None:
@@ -118,7 +120,7 @@ def test_a_failed_snapshot_leaves_its_items_for_the_next_one(tmp_path: Path) -> 
     # then the items of both are committed once, and the second snapshot listed both transactions
     assert committed(tmp_path) == lines("a", "b")
     ((key, names),) = entries
-    assert key == snapshot_keys.ProcessorKey(file_sink.SNAPSHOT_TAG, 0) and names == ("0-0", "0-1")
+    assert key == snapshot_keys.ProcessorKey(file_sink.SNAPSHOT_TAG, 0) and names == ("0-0-0", "0-0-1")
     p.close()
 
 
@@ -262,7 +264,7 @@ def test_without_exactly_once_a_restore_appends_to_the_processors_file(tmp_path:
 
 
 def test_a_stale_execution_closing_late_leaves_the_new_executions_file_alone(tmp_path: Path) -> None:
-    # given a processor of an execution on a member that was paused (its active file .0-1.tmp open)
+    # given a processor of an earlier run with the same execution id (its active file .0-0-1.tmp open)
     stale = sink(tmp_path)
     write(stale, ["a"])
     entries = snapshot(stale)
@@ -271,10 +273,32 @@ def test_a_stale_execution_closing_late_leaves_the_new_executions_file_alone(tmp
     # when the new execution restores, deletes the leftovers and begins a file of the same name
     fresh = restore(tmp_path, entries)
     write(fresh, ["replayed"])
-    assert temp_files(tmp_path) == [".0-1.tmp"]
-    # and the paused member resumes, stopping its stale execution
+    assert temp_files(tmp_path) == [".0-0-1.tmp"]
+    # and the earlier run stops late
     stale.close()
     # then the new execution's file is still there and commits its items
     snapshot(fresh)
     assert fresh.snapshot_commit_finish(True)
     assert committed(tmp_path) == lines("a", "replayed")
+
+
+def test_a_stale_executions_late_commit_does_not_publish_a_newer_executions_file(tmp_path: Path) -> None:
+    # given an execution whose sink prepared a snapshot that never completed for it (its coordinator
+    # was paused past the failure timeout and replaced), and the newer execution that replaced it:
+    # it replays the items from an earlier state and deletes the stale temporary files as leftovers
+    stale = sink(tmp_path, execution=0x51)
+    write(stale, ["a"])
+    snapshot(stale)
+    fresh = sink(tmp_path, execution=0x52)
+    write(fresh, ["a", "b"])
+    # when the stale execution is told late that its snapshot completed, then its commit fails
+    # (its file is gone) instead of renaming the newer execution's open transaction into place
+    with pytest.raises(FileNotFoundError):
+        stale.snapshot_commit_finish(True)
+    assert committed(tmp_path) == Counter()
+    stale.close()
+    # and the newer execution commits every item once, under its own names
+    snapshot(fresh)
+    assert fresh.snapshot_commit_finish(True)
+    assert committed(tmp_path) == lines("a", "b")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["0-52-0"]

@@ -107,7 +107,7 @@ class Sinks:
         ``<index>`` is the processor's global index; the directory is
         created if missing and an older file of the same name is replaced.
         In an EXACTLY_ONCE job the sink is transactional instead: each
-        processor writes files ``directory/<index>-<sequence>``, each
+        processor writes files ``directory/<index>-<execution>-<sequence>``, each
         committed (made visible under that name) once the snapshot after its
         items is complete, and it leaves uncommitted ones under temporary
         names starting with a dot (see :mod:`jetlet.core.processors.file_sink`).

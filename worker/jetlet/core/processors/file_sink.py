@@ -19,9 +19,22 @@ the file (``close()`` also after a failure or cancellation).
 snapshots, as Jet's ``WriteFileP`` with its transaction utility does:
 
 * Items go to the *active* transaction, a temporary file
-  ``<directory>/.<index>-<sequence>.tmp`` begun at the first batch after the
-  last snapshot. ``<sequence>`` is the lowest number whose final or temporary
-  file does not exist yet, so the names never repeat, also across executions.
+  ``<directory>/.<index>-<execution>-<sequence>.tmp`` begun at the first
+  batch after the last snapshot. ``<execution>`` is the execution id in hex
+  (``context.execution_id``; 0 in one process) and ``<sequence>`` the lowest
+  number whose final or temporary file does not exist yet, so the names never
+  repeat, also across executions. Two executions of a job can touch the
+  directory at once — a stale one on a member paused past the failure
+  timeout runs on until it notices, one being cancelled stops a moment after
+  its successor starts, a split cluster runs the job on both sides — and a
+  commit or a rollback acts on its file by name: with the execution in the
+  name each commits or rolls back only its own. (With ``<index>-<sequence>``
+  alone a newer execution deleted a stale one's temporary file as a leftover
+  and began its own under the same name; the stale execution's late commit
+  then renamed the newer one's open transaction into place — items visible
+  before any snapshot covered them, replayed after the next restart — while
+  its own items were silently gone. Now that commit fails: its file is
+  missing.)
 * At a snapshot, ``save_to_snapshot`` saves the names of the transactions
   that ``snapshot_commit_prepare`` is about to leave *pending* (the earlier
   pending ones and the active one) under a
@@ -30,7 +43,7 @@ snapshots, as Jet's ``WriteFileP`` with its transaction utility does:
   before the barrier are in pending files, items after it go to a new one.
 * ``snapshot_commit_finish(True)`` (the snapshot is complete everywhere)
   commits the pending transactions: each temporary file is renamed to its
-  final name ``<index>-<sequence>`` (atomic). After ``False`` they stay
+  final name ``<index>-<execution>-<sequence>`` (atomic). After ``False`` they stay
   pending, as in Jet: the job goes on and their items are not replayed, so
   the next complete snapshot commits them (and a restart from an older
   snapshot deletes them, below).
@@ -51,10 +64,9 @@ snapshots, as Jet's ``WriteFileP`` with its transaction utility does:
   are still the job's output, and they commit with the rest. ``close()``
   deletes the active transaction's file (its items come after the last
   barrier) and keeps the pending ones for a restore to commit; it deletes
-  that file only if its name still names it (a stale execution stopped late,
-  on a member that was paused, must not delete the file that a newer
-  execution began under the same name after deleting the stale one as a
-  leftover).
+  that file only if its name still names it (a later run with the same
+  execution id, in one process, may have deleted it as a leftover and begun
+  its own under that name).
 """
 
 from __future__ import annotations
@@ -74,7 +86,8 @@ from jetlet.core import watermark as wm
 SNAPSHOT_TAG = "__jetlet_write_file__"
 """The tag of the :class:`~jetlet.core.snapshot_keys.ProcessorKey` the sink saves its transactions under."""
 
-_TEMP_FILE = re.compile(r"\.(\d+)-(\d+)\.tmp")
+_TEMP_FILE = re.compile(r"\.(\d+)-(?:[0-9a-f]+-)?\d+\.tmp")
+"""A transaction's temporary file; group 1 is the index of the processor that began it."""
 
 
 def temp_name(name: str) -> str:
@@ -114,9 +127,8 @@ class _Transaction:
     def discard(self) -> None:
         """Close the file and delete it, if its name still names it.
 
-        A newer execution may have deleted it as a leftover and begun its own
-        file under the same name (a member paused past the failure timeout
-        stops its stale execution only once it runs again): that file is not
+        A later run with the same execution id may have deleted it as a
+        leftover and begun its own file under the same name: that file is not
         this transaction's to delete. The check runs while the file is still
         open, so that its inode cannot have been reused for the newer file.
         """
@@ -217,10 +229,10 @@ class WriteFileP(processor.Processor):
         return self._active.file
 
     def _new_name(self) -> str:
-        """The next ``<index>-<sequence>`` whose final and temporary files do not exist."""
-        index = self.context.global_processor_index
+        """The next ``<index>-<execution>-<sequence>`` whose final and temporary files do not exist."""
+        index, execution = self.context.global_processor_index, self.context.execution_id
         while True:
-            name = f"{index}-{self._sequence}"
+            name = f"{index}-{execution:x}-{self._sequence}"
             self._sequence += 1
             if not (self._directory / name).exists() and not (self._directory / temp_name(name)).exists():
                 return name
@@ -295,7 +307,7 @@ def write_file_p(
     """A factory of processors that write ``to_string(item)`` lines to files in ``directory``.
 
     Without exactly-once, processor ``i`` writes ``directory/i``; with it,
-    ``directory/i-<sequence>`` files committed at each snapshot (see the
+    ``directory/i-<execution>-<sequence>`` files committed at each snapshot (see the
     module doc).
     """
     return lambda: WriteFileP(directory, to_string, encoding)
