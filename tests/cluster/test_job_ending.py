@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from inmemory import InMemoryCluster
 
-from jetlet._cluster import snapshot_coordinator
+from jetlet._cluster import job_ending, snapshot_coordinator
 from jetlet._cluster.control import Operation
 
 pytestmark = pytest.mark.timeout(10)
@@ -40,3 +40,24 @@ def test_a_suspend_waiting_for_a_snapshot_while_the_final_commit_is_granted_lets
     assert cluster.record(job.id).status == "COMPLETED"
     assert suspended.done()
     assert all(init["execution_id"] == execution for init in cluster.nodes["a"].executions.inits)
+
+
+def test_a_final_commit_whose_record_is_never_kept_waits_then_fails_the_job_saying_why() -> None:
+    cluster = InMemoryCluster(["a", "b"])
+    job = cluster.submit(**SNAPSHOTS)
+    execution = cluster.record(job.id).execution_id
+    cluster.advance(1.0)
+    # given the replicated store keeps no record (its partition's replicas are gone, say)
+    cluster.store.save_fails = True
+    # when a's sinks ask for their final commit: not granted (a coordinator that took over would not
+    # know, and run the job on), and each member asks again a moment later
+    for _ in range(job_ending.SAVE_ATTEMPTS - 1):
+        answer = cluster.nodes["a"].executions.ask_to_end(execution, "final_commit")
+        cluster.settle()
+        assert answer.result(0) == {"granted": False}
+        assert cluster.record(job.id).status == "RUNNING"
+    # then after SAVE_ATTEMPTS in a row the job fails, saying why, rather than wait for ever
+    cluster.nodes["b"].executions.ask_to_end(execution, "final_commit")
+    cluster.settle()
+    record = cluster.record(job.id)
+    assert record.status == "FAILED" and "record of its final commit could not be kept" in record.failure

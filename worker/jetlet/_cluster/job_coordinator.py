@@ -123,7 +123,7 @@ class JobCoordinator:
         self._take_over = take_over.TakeOver(
             member_name, serial, store, event_log, tables, self._member_left, self.adopt, self._set_ready
         )
-        self._ending = job_ending.JobEnding(serial, channel, store, self._executions.get)
+        self._ending = job_ending.JobEnding(serial, channel, store, self._executions.get, self.fail)
         channel.register(Operation.DONE, self._on_done, Dispatch.INLINE)
 
     def new_id(self) -> int:

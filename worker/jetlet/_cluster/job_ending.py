@@ -31,7 +31,8 @@ So each step waits for the coordinator (:mod:`jetlet._execution.snapshots`,
   output in ``complete()``): the job's ``final_commit`` is set and its record
   saved in the replicated store — so that a coordinator that takes over
   knows it too — and granted once that is kept (``granted: False`` while it
-  is not: the member asks again). From then on the job never restarts: a
+  is not: the member asks again, and after :data:`SAVE_ATTEMPTS` failed
+  saves in a row the job fails, saying why, rather than wait for ever). From then on the job never restarts: a
   member lost, or a lost connection, fails it saying why
   (:func:`cannot_restart`), as does a coordinator that takes over; a member
   that leaves gracefully lets it end first, and suspend and restart are
@@ -57,6 +58,8 @@ log = logging.getLogger(__name__)
 
 SAVE_TIMEOUT_S = 30.0
 """Longest the final commit waits for its record to be kept before it answers 'not yet'."""
+SAVE_ATTEMPTS = 20
+"""Failed saves of that record in a row (each a member asking again) after which the job fails."""
 
 
 def cannot_restart(entry: JobEntry, why: str) -> str:
@@ -78,10 +81,14 @@ class JobEnding:
         channel: control.ControlChannel,
         store: job_store.JobStore,
         execution: Callable[[int], JobEntry | None],
+        fail: Callable[[JobEntry, str, str], object],
     ) -> None:
         self._serial = serial
         self._store = store
         self._execution = execution
+        self._fail = fail
+        self._unkept: dict[int, int] = {}
+        """Per execution: the record of its final commit not kept so many times in a row."""
         channel.register(Operation.ENDING, self._on_ending, Dispatch.INLINE)
 
     def _on_ending(self, peer: str, body: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
@@ -126,12 +133,21 @@ class JobEnding:
         outcome: Any,
         answer: concurrent.futures.Future[dict[str, Any]],
     ) -> None:
-        if outcome is not True:
+        if outcome is True:
+            self._unkept.pop(execution_id, None)
+        else:
             log.warning(
                 "%s: the record of its final commit was not kept (%s); its sinks wait",
                 named(entry),
                 outcome,
                 extra=about(entry),
             )
+            self._unkept[execution_id] = self._unkept.get(execution_id, 0) + 1
+            if self._unkept[execution_id] >= SAVE_ATTEMPTS:
+                del self._unkept[execution_id]
+                why = (
+                    f"the record of its final commit could not be kept ({SAVE_ATTEMPTS} attempts): {outcome}"
+                )
+                self._fail(entry, why, "")
         granted = outcome is True and entry.execution_id == execution_id and entry.stopping is None
         answer.set_result({"granted": granted})
