@@ -437,3 +437,34 @@ def test_a_coordinator_that_takes_over_during_the_final_commit_fails_the_job() -
     record = cluster.record(job.id)
     assert record.status == "FAILED" and "final output" in record.failure, record
     assert all(init["execution_id"] == execution for init in cluster.nodes["b"].executions.inits)
+
+
+def test_a_member_leaving_while_the_sinks_are_granted_their_final_commit_lets_the_job_end() -> None:
+    # found by tests/cluster/test_graceful_leave.py (SIGTERM once the sources ended): the leave's
+    # terminal snapshot waited for the one in flight, the sinks were granted their final commit
+    # meanwhile, and the stop that followed the (refused) terminal snapshot failed the job, which
+    # could not run again exactly; a graceful leave must never fail a job
+    cluster = InMemoryCluster(["a", "b", "c"])
+    job = cluster.submit(**SNAPSHOTS)
+    execution = running_execution(cluster, job.id)
+    cluster.advance(1.0)  # snapshot 1 completes
+    cluster.nodes["c"].executions.hung = True  # c's part of snapshot 2 does not come
+    cluster.advance(1.0)
+    # when c leaves gracefully (its terminal snapshot waits for snapshot 2)
+    leaving = cluster.nodes["c"].channel.call("a", Operation.LEAVING)
+    cluster.settle()
+    # and meanwhile a's sinks are granted their final commit
+    granted = cluster.nodes["a"].executions.ask_to_end(execution, "final_commit")
+    cluster.settle()
+    assert granted.result(0) == {"granted": True}
+    cluster.nodes["c"].executions.hung = False
+    cluster.advance(snapshot_coordinator.RPC_TIMEOUT_S)  # snapshot 2 fails; the terminal one is refused
+    # then the job is not stopped: it ends on every member, c's leave waiting for it
+    assert cluster.record(job.id).status == "RUNNING" and not leaving.done()
+    for member in "abc":
+        cluster.nodes[member].executions.complete(execution)
+    cluster.settle()
+    cluster.advance(1.0)
+    assert cluster.record(job.id).status == "COMPLETED"
+    assert leaving.done()
+    assert all(init["execution_id"] == execution for init in cluster.nodes["a"].executions.inits)

@@ -18,7 +18,9 @@ ended — or, with no job affected, when the table without the member is
 installed — or after ``timeout_s`` at the latest: the member then goes. A
 job whose sinks commit their final output (:mod:`~jetlet._cluster.job_ending`)
 is not stopped: it could not run again exactly, so the leave waits for it to
-end.
+end. That is checked when the stop is made, after the terminal snapshot
+(which may wait for one in flight, while the sinks are granted their final
+commit): stopping such a job failed it.
 
 *The coordinator leaves.* :meth:`GracefulLeave.hand_over` stops every
 active job with the stop reason ``HANDOVER``, after a terminal snapshot
@@ -111,13 +113,22 @@ class GracefulLeave:
         return done
 
     def _stop_with_terminal_snapshot(self, entry: JobEntry, reason: StopReason, message: str) -> None:
-        if (
-            entry.final_commit
-        ):  # it ends by itself; a restart could repeat output (jetlet._cluster.job_ending)
-            return
         if entry.status is Status.RUNNING and entry.snapshots_enabled and entry.stopping is None:
-            self._snapshots.take(entry, True, lambda _problem: self._stop(entry, reason, message))
+            self._snapshots.take(
+                entry, True, lambda _problem: self._stop_unless_ending(entry, reason, message)
+            )
         else:
+            self._stop_unless_ending(entry, reason, message)
+
+    def _stop_unless_ending(self, entry: JobEntry, reason: StopReason, message: str) -> None:
+        """Stop the execution — unless its sinks commit their final output: it then ends by itself.
+
+        Checked when the stop is made, not when the leave began: the terminal snapshot may wait
+        for the one in flight, and meanwhile the sinks may be granted their final commit
+        (:mod:`~jetlet._cluster.job_ending`); stopping it then failed the job, since it could
+        not run again exactly. Once the stop is made, no final commit is granted any more.
+        """
+        if not entry.final_commit:
             self._stop(entry, reason, message)
 
     def _handed_over(self, entry: JobEntry) -> concurrent.futures.Future[Any]:
