@@ -220,6 +220,8 @@ class FakeExecutions:
         self.fail_init = ""
         self.cut_off_inits = 0
         """Answer this many inits with ``ClusterUnavailableError`` (another member not reachable yet)."""
+        self.short_broadcast_inits = 0
+        """Answer this many restoring inits as having read one broadcast entry fewer than the others."""
         self.inits: list[dict[str, Any]] = []
         self.running: dict[int, str] = {}
         """Execution id -> its coordinator, for executions started and not ended."""
@@ -253,11 +255,17 @@ class FakeExecutions:
             raise errors.ClusterUnavailableError(f"member {self.name} cannot reach another member yet", 0.25)
         self.inits.append(body)
         restored: dict[str, int] = {}
+        broadcast: dict[str, int] = {}
         restore = body.get("restore")
         if restore is not None and body["members"].index(self.name) == 0:  # the first member gets it all
             restored = dict(self._cluster.snapshot_counts.get(restore["prefix"], {}))
+        if restore is not None:  # every member reads the broadcast entries: say 3 of a window stage
+            broadcast = {"window": 3}
+            if self.short_broadcast_inits:
+                self.short_broadcast_inits -= 1
+                broadcast = {"window": 2}
         self.running[body["execution_id"]] = peer
-        return {"restored_counts": restored}
+        return {"restored_counts": restored, "broadcast_counts": broadcast}
 
     def _start(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         return {}

@@ -7,9 +7,11 @@ the coordinator:
 
 * ``init``: unpickle the execution's DAG (planned once, at submission: a
   member never plans), restore this member's share of the snapshot it starts
-  from (the entries of the partitions it owns, routed to its processors),
-  and build the execution plan — processors, queues, and the distributed
-  edges' senders and receivers over the connections to the other members;
+  from (the entries of the partitions it owns, routed to its processors,
+  and the broadcast ones; it answers how many of each it found,
+  :mod:`~jetlet._cluster.snapshot_data`), and build the execution plan —
+  processors, queues, and the distributed edges' senders and receivers
+  over the connections to the other members;
   an init that fails only because another member cannot be reached (a link
   reset and not yet reconnected, a member dying meanwhile) answers
   ``ClusterUnavailableError``: the coordinator starts the execution again
@@ -202,13 +204,16 @@ class ExecutionMember:
         restore = body.get("restore")
         restored: dict[str, list[snapshot_data.Entries]] | None = None
         restored_counts: dict[str, int] = {}
+        broadcast_read: dict[str, int] = {}
         if restore is not None:
             parallelism = execution_plan.resolve_parallelism(dag, self._instance.config)
             owned = [p for p, owner in enumerate(body["partition_owners"]) if owner == index]
             prefix = restore["prefix"]
+            broadcast = self._grid.get_all(f"{prefix}/broadcast")
+            broadcast_read = snapshot_data.broadcast_counts(broadcast)
             restored, restored_counts = snapshot_data.route(
                 self._grid.local_primary_entries(f"{prefix}/data", owned),
-                self._grid.get_all(f"{prefix}/broadcast"),
+                broadcast,
                 parallelism,
                 singles,
                 index,
@@ -255,7 +260,7 @@ class ExecutionMember:
         holder.append(execution)
         with self._lock:
             self._executions[execution_id] = execution
-        return {"restored_counts": restored_counts}
+        return {"restored_counts": restored_counts, "broadcast_counts": broadcast_read}
 
     def _start(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
         execution = self._executions.get(body["execution_id"])

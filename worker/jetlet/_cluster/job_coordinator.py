@@ -14,7 +14,10 @@ members there are now:
    sent ``start``; a member that could not be reached makes the execution
    start again without it, a member whose init could not reach another one
    (``ClusterUnavailableError``: a link reset and not reconnected yet, a
-   member dying meanwhile) makes it start again after :data:`START_RETRY_S`
+   member dying meanwhile) or that read less of the snapshot's broadcast
+   state than another (a read racing a partition move,
+   :func:`~jetlet._cluster.snapshot_data.short_broadcast_reads`) makes it
+   start again after :data:`START_RETRY_S`
    (at most :data:`START_ATTEMPTS` times in a row), any other init error
    fails the job with every member's message;
 3. each member reports ``done``; when all have, the job completes — unless
@@ -209,6 +212,7 @@ class JobCoordinator:
         cut_off: dict[str, str] = {}
         """Members whose init could not reach another member (a link not reconnected yet)."""
         restored: dict[str, int] = {}
+        broadcast_read: dict[str, dict[str, int]] = {}
         for member, outcome in outcomes.items():
             if isinstance(outcome, MemberUnreachableError):
                 unreachable.append(member)
@@ -219,6 +223,8 @@ class JobCoordinator:
             else:
                 for vertex, count in outcome.get("restored_counts", {}).items():
                     restored[vertex] = restored.get(vertex, 0) + count
+                broadcast_read[member] = outcome.get("broadcast_counts", {})
+        cut_off.update(snapshot_data.short_broadcast_reads(broadcast_read))  # a read racing a move: again
         if (unreachable or cut_off) and not failed:
             for member in unreachable:
                 self._members.mark_lost(member)

@@ -20,7 +20,16 @@ processor's share.
 Before an execution starts from a snapshot the coordinator checks it:
 :func:`state_mismatch` names stages that hold state the job does not have,
 and once the members restored their shares :func:`incomplete_restore` names
-stages whose entries do not add up to what was stored.
+stages whose entries do not add up to what was stored. Broadcast entries are
+counted there once (by member 0), but every member reads the whole broadcast
+map, so each member also reports what it read (:func:`broadcast_counts`, from
+the chunks' headers) and :func:`short_broadcast_reads` names the members that
+read less than another did: a read that raced a partition move (a member that
+joined, a table installed late) found some chunks missing. Such a member
+would restore a window stage's ``next_win`` (or a watermark) as the minimum
+over fewer processors than saved it — higher than it should be — and drop
+the items of a window as late: a count wrong without a word. The
+coordinator starts the execution again instead.
 """
 
 from __future__ import annotations
@@ -165,6 +174,41 @@ def route(
         for share in shares or []:
             share.extend(entries)
     return state, counts
+
+
+def broadcast_counts(broadcast_chunks: Mapping[Any, bytes]) -> dict[str, int]:
+    """The entries per vertex in the broadcast chunks a member read, from the chunks' headers."""
+    counts: dict[str, int] = {}
+    for key, chunk in broadcast_chunks.items():
+        vertex = _vertex_of(key)
+        entries = _HEADER.unpack_from(chunk)[2] if len(chunk) >= _HEADER.size else 0
+        counts[vertex] = counts.get(vertex, 0) + entries
+    return counts
+
+
+def short_broadcast_reads(read: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
+    """Per member, why its read of the broadcast entries (``read[member]``, :func:`broadcast_counts`)
+    falls short of another member's, for the members whose read does.
+
+    >>> short_broadcast_reads({"a": {"src": 3, "win": 6}, "b": {"src": 3, "win": 4}})
+    {'b': "member b read only part of the snapshot's broadcast state ('win': 4 of 6 entries)"}
+    """
+    most: dict[str, int] = {}
+    for counts in read.values():
+        for vertex, count in counts.items():
+            most[vertex] = max(most.get(vertex, 0), count)
+    problems: dict[str, str] = {}
+    for member, counts in read.items():
+        short = [
+            f"{v!r}: {counts.get(v, 0)} of {n} entries"
+            for v, n in sorted(most.items())
+            if counts.get(v, 0) < n
+        ]
+        if short:
+            problems[member] = (
+                f"member {member} read only part of the snapshot's broadcast state ({'; '.join(short)})"
+            )
+    return problems
 
 
 def _thawed(entries: Entries) -> Entries:
