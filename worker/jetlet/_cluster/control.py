@@ -24,6 +24,14 @@ with the remote's typed error, or with :class:`MemberUnreachableError` as soon
 as the peer's connection is lost (:meth:`ControlChannel.peer_lost`), never
 after a timeout alone. A call to the member itself goes through the same
 table without the network.
+
+*Fencing.* A member the membership dropped may still hold its connections
+open (it was paused, not dead) and, once it runs again, send what its stale
+executions and coordinator had under way — a map sink's grid writes, a
+snapshot's commit — before it notices it was removed. So a member refuses
+every request from a peer its membership dropped (:meth:`ControlChannel.fence`,
+answered with ``ClusterUnavailableError``) until the peer is in its member
+list again (:meth:`ControlChannel.unfence`, when it rejoined).
 """
 
 from __future__ import annotations
@@ -135,6 +143,19 @@ class ControlChannel:
             POOL_SIZE, thread_name_prefix=f"jetlet-control-{member_name}"
         )
         self._closed = False
+        self._fenced: set[str] = set()
+        """Peers the membership dropped: their requests are refused (see the module doc: *Fencing*)."""
+
+    def fence(self, peer: str) -> None:
+        """The membership dropped ``peer``: refuse its requests from now on, fail the calls waiting on it."""
+        with self._lock:
+            self._fenced.add(peer)
+        self.peer_lost(peer)
+
+    def unfence(self, peer: str) -> None:
+        """``peer`` is in the member list (again): serve its requests."""
+        with self._lock:
+            self._fenced.discard(peer)
 
     def register(self, op: Operation, handler: Handler, dispatch: Dispatch = Dispatch.POOL) -> None:
         """Serve ``op`` with ``handler(peer, body)``; each operation is registered once."""
@@ -181,6 +202,17 @@ class ControlChannel:
             return
         if "reply" in body:
             self._complete(body)
+        elif peer in self._fenced:
+            log.warning(
+                "member %s refuses %s from %s, which its cluster dropped",
+                self.member_name,
+                body.get("op"),
+                peer,
+            )
+            error = errors.ClusterUnavailableError(
+                f"member {peer} is not in the cluster of {self.member_name}"
+            )
+            self._answer(peer, body.get("rpc"), None, error, "")
         else:
             self._dispatch(peer, body)
 

@@ -129,6 +129,8 @@ class Coordination:
 
     def on_members_changed(self, names: Sequence[str]) -> None:
         """A new member list: the dropped members are lost (they may hang with their connection open)."""
+        for member in names:  # a member in the list (again, after it rejoined) is served
+            self.channel.unfence(member)
         if self._rejoining:
             self.members.members_changed(names)
             if len(names) > 1 and self.member_name in names:
@@ -146,7 +148,7 @@ class Coordination:
         ):
             self.lifecycle.ready = False  # at once: no operation may answer from the empty table meanwhile
         for member in dropped:
-            self.channel.peer_lost(member)
+            self.channel.fence(member)  # it may be paused, not dead: nothing it sends is served now
             handled = member in self._handled or member in leaving
             self._handled.discard(member)
             if not handled:
