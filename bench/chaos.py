@@ -737,8 +737,15 @@ def _graceful_leave(context: RunContext) -> None:
 
 
 def _whole_cluster_crash(context: RunContext) -> None:
-    """SIGKILL of every member, then a new cluster on the same snapshot directory resumes the job."""
+    """SIGKILL of every member, then a new cluster on the same snapshot directory resumes the job.
+
+    A job that ended before the crash is rightly unknown to the new cluster (its folder was
+    removed when it ended): that run breaks off at once, saying so, instead of waiting for it.
+    """
     _moment(context)
+    status = context.job.status
+    if status.is_terminal:
+        raise RuntimeError(f"the job ended ({status.value}) before the crash: the moment came too late")
     context.fault_at = time.time()
     for pid in context.client.pids:
         os.kill(pid, signal.SIGKILL)
