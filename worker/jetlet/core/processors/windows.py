@@ -44,11 +44,17 @@ partial result of every incomplete window that has data, with
 key)``, restored to the processor that owns the partition of ``key`` (its
 ``partition_key``), and ``next_win_to_emit`` under a
 :class:`~jetlet.core.snapshot_keys.ProcessorKey`, which every processor
-receives from every processor that saved. A restore merges
+receives from every processor that saved — None from a processor that had
+no watermark yet (as Jet saves ``Long.MIN_VALUE``). A restore merges
 frames (combining accumulators that meet under the same frame and key), takes
-the minimum ``next_win_to_emit`` over the restored processors, drops frames
-that no window still to be emitted needs, and recomputes the running window
-at the next emission. A batch of windows being emitted when a snapshot
+the minimum ``next_win_to_emit`` over the restored processors (None, no
+window emitted yet, if any saved None), drops frames that no window still to
+be emitted needs, and recomputes the running window at the next emission.
+(Without the None, a processor that held a frame but had seen no watermark —
+its member slow to start when the first snapshot was taken — was left out of
+the minimum, and the restore dropped that frame as older than the others'
+``next_win``: the chaos suite's pause-coordinator seeds 6 and 2 COMPLETED
+with the first window counting two thirds of its items.) A batch of windows being emitted when a snapshot
 starts is emitted first (Jet's ``flushBuffers``), so state and output agree.
 
 **Completion.** When every input is done (batch jobs) all remaining windows
@@ -205,7 +211,7 @@ class SlidingWindowP(processor.Processor):
         self._early: _Emission | None = None
         self._completing: _Emission | None = None
         self._snapshotting: _Emission | None = None
-        self._restored_next: list[int] = []
+        self._restored_next: list[int | None] = []
 
     def init(self, outbox: outbox_mod.Outbox, context: processor.ProcessorContext) -> None:
         super().init(outbox, context)
@@ -465,9 +471,8 @@ class SlidingWindowP(processor.Processor):
                 for frame_ts, frame in self._frames.items()
                 for key, acc in frame.items()
             ]
-            if self._next_win is not None:
-                key = snapshot_keys.ProcessorKey(_NEXT_WIN_TAG, self.context.global_processor_index)
-                entries.append((key, self._next_win))
+            key = snapshot_keys.ProcessorKey(_NEXT_WIN_TAG, self.context.global_processor_index)
+            entries.append((key, self._next_win))  # None too: it holds back the restored minimum
             self._snapshotting = _Emission(iter([entries]))
         if not self._snapshotting.emit_to_snapshot(self.outbox):
             return False
@@ -496,8 +501,11 @@ class SlidingWindowP(processor.Processor):
 
     def finish_snapshot_restore(self) -> bool:
         if self._restored_next:
-            self._next_win = min(self._restored_next)
-            self._restored_next = []
+            restored, self._restored_next = self._restored_next, []
+            if None in restored:  # a processor had emitted no window yet: neither may this one
+                self._next_win = None
+                return True
+            self._next_win = min(n for n in restored if n is not None)
             oldest_needed = self._next_win - self._policy.window_size + self._policy.frame_size
             for frame_ts in [ts for ts in self._frames if ts < oldest_needed]:
                 del self._frames[frame_ts]
