@@ -399,7 +399,7 @@ def test_a_member_lost_after_the_final_commit_was_granted_fails_the_job_instead_
     assert len(cluster.nodes["a"].executions.inits) == inits
 
 
-def test_a_member_lost_after_the_sources_completed_restarts_the_job_exactly_from_its_last_snapshot() -> None:
+def test_a_member_lost_after_a_source_completed_restarts_the_job_exactly_from_its_last_snapshot() -> None:
     cluster = InMemoryCluster(["a", "b", "c"])
     job = cluster.submit(**SNAPSHOTS)
     first = running_execution(cluster, job.id)
@@ -407,15 +407,16 @@ def test_a_member_lost_after_the_sources_completed_restarts_the_job_exactly_from
     ended = cluster.nodes["b"].executions.ask_to_end(execution_id=first)
     cluster.settle()
     assert ended.result(0) == {"granted": True}
-    cluster.advance(3.0)  # no snapshot once the sources ended: none would hold their state
-    assert cluster.record(job.id).last_snapshot.id == 1  # type: ignore[union-attr]
+    cluster.advance(3.0)  # snapshots go on: other sources (a stream beside a batch side input) run on
+    taken = cluster.record(job.id).last_snapshot.id  # type: ignore[union-attr]
+    assert taken > 1
     # when c is lost before any sink began its final commit
     cluster.kill("c")
-    # then the job restarts from snapshot 1 (nothing beyond it is committed), and takes snapshots again
+    # then the job restarts from its last snapshot (nothing beyond it is committed), and takes more
     second = running_execution(cluster, job.id)
-    assert second != first and cluster.nodes["a"].executions.inits[-1]["restore"]["snapshot_id"] == 1
+    assert second != first and cluster.nodes["a"].executions.inits[-1]["restore"]["snapshot_id"] == taken
     cluster.advance(1.0)
-    assert cluster.record(job.id).last_snapshot.id == 2  # type: ignore[union-attr]
+    assert cluster.record(job.id).last_snapshot.id > taken  # type: ignore[union-attr]
     # and an end asked by the stale execution is refused
     stale = cluster.nodes["a"].channel.call("a", Operation.ENDING, execution_id=first, what="final_commit")
     cluster.settle()

@@ -248,7 +248,7 @@ def test_a_job_upgraded_to_new_code_starts_from_the_exported_state(tmp_path: pat
     with local_cluster(3, FAST_FAILURE) as client:
         job = client.new_job(_stateful_map(str(out)), _config(ProcessingGuarantee.EXACTLY_ONCE))
         _wait_for_snapshot(client, job)
-        job.cancel_and_export_snapshot("upgrade")  # returns once exported, maybe before the job ended (as Jet's)
+        job.cancel_and_export_snapshot("upgrade")  # returns once exported, maybe before the end (as Jet)
         wait_until(lambda: job.status is jetlet.JobStatus.FAILED, "the cancelled job to end", 30)
         upgraded = client.new_job(
             _upgraded_stateful_map(str(out)),

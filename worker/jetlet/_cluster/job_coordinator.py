@@ -153,7 +153,6 @@ class JobCoordinator:
             entry.failure = job_ending.cannot_restart(entry, "its execution stopped")
             self._jobs.transition(entry, Status.FAILED, entry.failure)
             return
-        entry.sources_completed = False
         self._executions.pop(entry.execution_id, None)
         execution_id = self.new_id()
         entry.execution_id = execution_id

@@ -17,18 +17,18 @@ So each step waits for the coordinator (:mod:`jetlet._execution.snapshots`,
 *Ending*): the first member to need it sends ``ending`` with ``what``, and
 :meth:`JobEnding.on_ending` runs on the coordinator thread:
 
-* ``end`` (a source completed; sources end once granted): the job's
-  ``sources_completed`` is set and no snapshot is started for this
-  execution from then on; granted at once. A snapshot in flight still
-  completes, and holds every source's state: its ``snapshot_start`` reached
-  each member before any grant did (both go from this thread, in order, and
-  a waiting source takes a requested snapshot before it ends). Failing it
-  instead would be worse: a sink whose barrier comes after the failed
-  snapshot's second phase stays prepared, and never completes. So a restart
-  from the last snapshot is still exact, and a member lost now restarts the
-  job as before; the restarted execution takes snapshots again.
+* ``end`` (a source completed; sources end once granted): granted at once,
+  and snapshots go on. A job's sources need not end together: a batch side
+  input (the build side of a hash join, a dimension table) completes while
+  the streams it joins run on for ever, and those need their snapshots (an
+  exactly-once sink commits nothing without them). An earlier version
+  stopped taking snapshots at the first ``end``, and such a job never
+  committed anything again. A restore from a snapshot taken after some
+  sources ended restores what they saved (a source that saved positions and
+  ended is refused by name, the job FAILS saying why: not wrong).
 * ``final_commit`` (a sink that received items is about to commit its last
-  output in ``complete()``): the job's ``final_commit`` is set and its record
+  output in ``complete()``): the job's ``final_commit`` is set (no snapshot
+  is started for the execution from then on) and its record
   saved in the replicated store — so that a coordinator that takes over
   knows it too — and granted once that is kept (``granted: False`` while it
   is not: the member asks again, and after :data:`SAVE_ATTEMPTS` failed
@@ -109,9 +109,6 @@ class JobEnding:
         ):
             answer.set_result({"granted": False})
             return
-        if not entry.sources_completed:
-            entry.sources_completed = True
-            log.info("%s is ending: its sources completed", named(entry), extra=about(entry))
         if what != "final_commit":
             answer.set_result({"granted": True})
             return

@@ -92,10 +92,9 @@ class JobEntry:
         """The last complete snapshot: ``id``, grid ``prefix``, entry ``counts`` per vertex, ``bytes``..."""
         self.next_snapshot_id = 1
         self.snapshot_count = 0
-        self.sources_completed = False
-        """Its sources completed: this execution takes no more snapshots (``jetlet._cluster.job_ending``)."""
         self.final_commit = False
-        """Its sinks were granted their final commit: the job never restarts (``job_ending`` too)."""
+        """Its sinks were granted their final commit: no more snapshots, the job never restarts
+        (``jetlet._cluster.job_ending``)."""
         self.restore_from: dict[str, Any] | None = None
         """An exported snapshot to start the first execution from (``initial_snapshot_name``)."""
         self.vertex_names: frozenset[str] = frozenset()

@@ -65,7 +65,7 @@ class ScaleUp:
             entry.status is Status.RUNNING
             and entry.stopping is None
             and not entry.done  # a member already finished its share: the job is ending, let it
-            and not entry.sources_completed  # (jetlet._cluster.job_ending) likewise
+            and not entry.final_commit  # (jetlet._cluster.job_ending) likewise
             and bool(entry.config.get("auto_scaling", True))
             and bool(live - set(entry.members))
         )

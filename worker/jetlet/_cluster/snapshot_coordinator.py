@@ -113,14 +113,14 @@ class SnapshotCoordinator:
             and entry.execution_id == execution_id
             and entry.status is Status.RUNNING
             and entry.stopping is None
-            and not entry.sources_completed
+            and not entry.final_commit
         )
 
     # -- one snapshot -------------------------------------------------------------------
     def take(self, entry: JobEntry, terminal: bool, then: Done) -> None:
         """Take a snapshot of the current execution (after the one in flight); ``then(problem)`` after."""
-        if entry.sources_completed:  # (jetlet._cluster.job_ending) none would hold their state
-            then("the job is ending: its sources completed")
+        if entry.final_commit:  # (jetlet._cluster.job_ending) the job ends, it never restarts
+            then("the job is ending: its sinks commit their final output")
             return
         if entry.id in self._in_flight:
             self._queued.setdefault(entry.id, []).append((terminal, then))
