@@ -5,6 +5,11 @@ PYTHON ?= python3
 
 SRC_DIRS := worker operator tests bench examples
 
+# Two pytest-xdist workers, one a core of the machine kind: most tests wait on member processes
+# more than they compute. tests/kube and tests/spark each run whole on one worker (tests/conftest.py),
+# which starts their control plane or JVM once. `make test PYTEST_WORKERS=` runs it in one process.
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
+
 .PHONY: run test bench lint format clean kube-bins kube-up kube-down chromium
 
 # The Kubernetes control plane of tests/kube, built from Go modules (docs/testing-on-kubernetes.md).
@@ -39,7 +44,7 @@ test: $(VENV)/.stamp-test kube-bins chromium
 	$(VENV)/bin/ruff format --check $(SRC_DIRS)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(PYTEST_WORKERS)
 
 # Does nothing when the binaries are there; without Go or the module proxy it says so and the
 # tests under tests/kube skip.

@@ -43,3 +43,16 @@ def no_leaked_jetlet_threads() -> Iterator[None]:
     if leaked:
         names = ", ".join(sorted(t.name for t in leaked))
         pytest.fail(f"the test left jetlet threads running: {names}", pytrace=False)
+
+
+_ONE_WORKER_EACH = {"kube": "kube", "spark": "spark"}
+"""Test folders whose session fixture is a heavy process (a Kubernetes control plane, a Spark JVM):
+under pytest-xdist each runs whole on one worker (``--dist loadgroup``), so the session starts it once."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.nodeid.split("/")
+        group = _ONE_WORKER_EACH.get(parts[1]) if len(parts) > 2 and parts[0] == "tests" else None
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
