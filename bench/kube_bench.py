@@ -43,7 +43,7 @@ baseline measured in the same run.
 
 The bench needs the harness's binaries (``make kube-bins``); without them it
 raises :class:`_common.BenchSkipped` with the reason (``run_all`` keeps the
-section it had). It is not part of the test suite; ``tests/bench/test_kube_bench.py``
+section it had). It is not part of the test suite; ``tests/bench_scripts/test_kube_bench.py``
 checks only its formatting.
 
 Run: ``python bench/kube_bench.py [--repeats N]`` or
