@@ -368,3 +368,23 @@ def test_an_exactly_once_sink_commits_its_last_output_only_once_the_final_commit
     member.final_commit.grant()
     _run(tasklet)
     assert sink.committed == [1, 2] and tasklet.is_done and asked == ["commit?"]
+
+
+def test_a_source_that_ended_is_in_every_later_snapshot_with_its_final_state() -> None:
+    # given two tasklets on a member: a source that ends with its final position, and one that runs on
+    done: list[tuple[int, dict[str, Any]]] = []
+    member = snapshots.MemberSnapshots(True, 2, lambda sid, entries, error: done.append((sid, entries)))
+    member.start(1)
+    member.saved(1, 0, "short", [("pos-0", 10)])
+    member.saved(1, 1, "long", [("pos-1", 5)])
+    member.tasklet_ended(0, 1, "short", [("pos-0", 300)])
+    # when later snapshots are taken by the one left
+    for snapshot_id, position in ((2, 8), (3, 12)):
+        member.start(snapshot_id)
+        member.saved(snapshot_id, 1, "long", [("pos-1", position)])
+    # then each holds the ended source's final state (a restore finds it ended, not unsaved)
+    assert done == [
+        (1, {"short": [("pos-0", 10)], "long": [("pos-1", 5)]}),
+        (2, {"long": [("pos-1", 8)], "short": [("pos-0", 300)]}),
+        (3, {"long": [("pos-1", 12)], "short": [("pos-0", 300)]}),
+    ]

@@ -63,6 +63,8 @@ from jetlet.metrics import user_metrics
 
 INBOX_LIMIT = 1024
 """Stop reading into the inbox once it holds this many items."""
+FINAL_STATE_CALLS = 1000
+"""Calls of ``save_to_snapshot()`` a source that ended gets to save its final state in."""
 SINK_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Upper bounds, in seconds, of a sink's ``sinkLatency`` histogram."""
 
@@ -409,8 +411,30 @@ class ProcessorTasklet(Tasklet):
             self._closed = True
             user_metrics.bind(self.user_metrics)
             if self._snapshots is not None:
-                self._snapshots.tasklet_ended(self._index, self._snapshot_id)
+                final = self._final_state() if self._state is _State.SEND_DONE and not self._groups else None
+                self._snapshots.tasklet_ended(self._index, self._snapshot_id, self.vertex_name, final)
             self.processor.close()
+
+    def _final_state(self) -> list[tuple[Any, Any]] | None:
+        """A source that completed: the state it ends with, which every later snapshot holds for it
+        (a restore from one then knows it ended, instead of replaying it); None if it will not say."""
+        assert self._snapshots is not None
+        if not self._snapshots.exactly_once:
+            return None
+        saved: list[tuple[Any, Any]] = []
+        for _ in range(FINAL_STATE_CALLS):
+            done = self.processor.save_to_snapshot()
+            self._drain_snapshot_bucket(saved)
+            if done:
+                return saved
+        return None
+
+    def _drain_snapshot_bucket(self, saved: list[tuple[Any, Any]]) -> None:
+        bucket = self.outbox.snapshot_bucket
+        if bucket:  # lent values are frozen later, by the member storing the snapshot
+            freeze, lent = snapshot_writer.freeze, snapshot_writer.Lent
+            saved.extend([(k, v if type(v) is lent else freeze(v)) for k, v in bucket])
+            bucket.clear()
 
     # -- RESTORE and SNAPSHOT ------------------------------------------------
     def _restore(self) -> bool:
@@ -442,11 +466,7 @@ class ProcessorTasklet(Tasklet):
         processor = self.processor
         if self._saving_phase == 0:
             done = processor.save_to_snapshot()
-            bucket = self.outbox.snapshot_bucket
-            if bucket:  # lent values are frozen later, by the member storing the snapshot
-                freeze, lent = snapshot_writer.freeze, snapshot_writer.Lent
-                self._saved.extend([(k, v if type(v) is lent else freeze(v)) for k, v in bucket])
-                bucket.clear()
+            self._drain_snapshot_bucket(self._saved)
             if done:  # what it emitted goes out before the barrier: the next call delivers it first
                 self._saving_phase = 1
             return True

@@ -190,6 +190,8 @@ class MemberSnapshots:
         self.commit_success = True
         self._tasklets = tasklet_count
         self._ended: dict[int, int] = {}
+        self._final: dict[int, tuple[str, Entries]] = {}
+        """The final state of sources that ended, by tasklet (see :meth:`tasklet_ended`)."""
         self._snapshots: dict[int, _LocalSnapshot] = {}
         self._committed: dict[int, set[int]] = {}
         self._on_local_complete = on_local_complete
@@ -246,10 +248,16 @@ class MemberSnapshots:
             self._committed.setdefault(snapshot_id, set()).add(tasklet)
             self._lock.notify_all()
 
-    def tasklet_ended(self, tasklet: int, last_snapshot_id: int) -> None:
-        """A tasklet finished; it takes part in no snapshot after ``last_snapshot_id``."""
+    def tasklet_ended(
+        self, tasklet: int, last_snapshot_id: int, vertex: str = "", final: Entries | None = None
+    ) -> None:
+        """A tasklet finished; it saves nothing after ``last_snapshot_id``, but a source's ``final``
+        state (the position it ended at) goes into every later snapshot for it: a restore from one
+        then finds the source ended (with none, it would replay it from the start)."""
         with self._lock:
             self._ended[tasklet] = last_snapshot_id
+            if final:
+                self._final[tasklet] = (vertex, final)
             pending = list(self._snapshots)
             self._lock.notify_all()
         for snapshot_id in pending:
@@ -261,4 +269,7 @@ class MemberSnapshots:
             if local is None or len(local.saved | self._ended.keys()) < self._tasklets:
                 return
             del self._snapshots[snapshot_id]
+            for tasklet, (vertex, final) in self._final.items():
+                if tasklet not in local.saved and self._ended[tasklet] < snapshot_id:
+                    local.entries.setdefault(vertex, []).extend(final)
         self._on_local_complete(snapshot_id, local.entries, local.error)
