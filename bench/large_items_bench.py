@@ -9,7 +9,8 @@ flat and an item waits at most about *bound / drain rate* inside the job.
 The job (2 member processes on loopback, ``--max-queued-bytes`` 32 MiB): one
 source processor emits 200 KB items on a schedule — ``FAST_RATE`` items a
 second for the first half of the run, more than the slow stage drains, then
-``SLOW_RATE``, less — each stamped with the wall-clock time it entered the
+``SLOW_RATE``, less (the backlog of the first half dropped at the switch, as
+when a producer slows down) — each stamped with the wall-clock time it entered the
 job; ``rebalance`` spreads them over a slow stage (one processor a member,
 ``SLOW_S`` per item, so ``2 / SLOW_S`` items a second in all), which passes
 on ``(entered, left)`` to an observable read by this process. Per second of
@@ -70,13 +71,16 @@ class _Schedule:
         self.half = seconds / 2
         self.seconds = seconds
         self.emitted = 0
+        self.slowed_from: int | None = None
         self.payload = b"x" * ITEM_BYTES
 
     def due(self, now: float) -> int:
         elapsed = now - self.started
         if elapsed <= self.half:
             return int(elapsed * FAST_RATE)
-        return int(self.half * FAST_RATE + (min(elapsed, self.seconds) - self.half) * SLOW_RATE)
+        if self.slowed_from is None:  # the source slows: what it was behind by is dropped, not made up
+            self.slowed_from = self.emitted
+        return self.slowed_from + int((min(elapsed, self.seconds) - self.half) * SLOW_RATE)
 
 
 def _fill(schedule: _Schedule, buffer: Any) -> None:
