@@ -32,12 +32,15 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
     # PySpark 4.x runs on Java 17; pandas < 3 (PySpark warns on 3.x); pyarrow for toArrow().
     "pyspark": ("pyspark==4.3.0", "pandas==2.3.3", "pyarrow==21.0.0"),
     "bytewax": ("bytewax==0.21.1",),
+    # PyFlink 2.3 (Java 11+, runs on 17) bounds Beam to <= 2.61 for its Python worker; pinned too.
+    "pyflink": ("apache-flink==2.3.0", "apache-beam==2.61.0"),
 }
 """The pinned packages of each peer (all have CPython 3.11 manylinux x86_64 wheels or are pure)."""
 
 REPORTED_PACKAGES: dict[str, tuple[str, ...]] = {
     "pyspark": ("pyspark", "py4j", "pandas", "pyarrow", "numpy"),
     "bytewax": ("bytewax",),
+    "pyflink": ("apache-flink", "apache-beam", "pemja", "pandas", "pyarrow"),
 }
 
 PIP_TIMEOUT_S = 1800.0
