@@ -146,6 +146,7 @@ class ClusterJobService:
 
     def on_members_changed(self, names: Sequence[str]) -> None:
         """A new member list (see :meth:`~jetlet._cluster.coordination.Coordination.on_members_changed`)."""
+        self.tables.members_changed(names)
         self.coordination.on_members_changed(names)
 
     def leave(self, timeout_s: float) -> bool:

@@ -47,7 +47,11 @@ reset its copy of it (dropping anything stale), later ones add to it. When
 every transfer was acknowledged the member drops the partitions it no longer
 replicates. A partition whose old replicas have all left is *lost*: it is
 logged, reported by :attr:`Grid.lost_partitions`, and its new replicas start
-it empty; the grid never invents data for it. Writes must be quiesced while
+it empty; the grid never invents data for it. A *stale* member (one that the
+membership dropped and that came back under the same name: it forgot its
+copies when it learnt it was removed, or holds ones that missed every write
+since) is no old replica: it never sends, and it receives its partitions'
+copies as a new member does. Writes must be quiesced while
 the cluster rebalances (the coordinator rebalances before it restarts jobs):
 a write racing a transfer of its partition could be overwritten by the
 transfer.
@@ -317,7 +321,9 @@ class Grid:
         self._call_all("grid_copy", [(member, body) for member in table.members])
 
     # -- rebalancing ---------------------------------------------------------------
-    def rebalance(self, old: ReplicaTable, new: ReplicaTable, leaving: Iterable[str] = ()) -> int:
+    def rebalance(
+        self, old: ReplicaTable, new: ReplicaTable, leaving: Iterable[str] = (), stale: Iterable[str] = ()
+    ) -> int:
         """Move partition copies from the ``old`` placement to the ``new`` one (see the module doc).
 
         Call it on every member of ``new`` with the same tables. Makes ``new`` the
@@ -326,17 +332,19 @@ class Grid:
         Returns how many partitions this member sent. A failed transfer raises
         :class:`GridError` and drops nothing. Members ``leaving`` gracefully are in no
         replica of ``new`` but still send their copies (then drop them): nothing they
-        held is lost, whatever the backup count.
+        held is lost, whatever the backup count. Members ``stale`` count as no old replica
+        (their copies are gone or out of date): they receive, as new members do.
         """
         self._check_table(old)
         self._check_table(new)
         self._table = new
         me = self.member_name
         members = set(new.members) | set(leaving)
+        gone = set(stale)
         lost: list[int] = []
         receivers: dict[str, list[int]] = collections.defaultdict(list)
         for partition in range(self.partition_count):
-            before = old.replicas(partition)
+            before = [member for member in old.replicas(partition) if member not in gone]
             survivors = [member for member in before if member in members]
             if not survivors:
                 lost.append(partition)

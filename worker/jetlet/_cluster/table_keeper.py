@@ -13,6 +13,18 @@ readiness — reads the table installed on its own member
 A member leaving gracefully is in no new table but is sent it too: it
 hands its partitions to their new owners before it goes.
 
+A member that the membership dropped is *stale* (:meth:`TableKeeper.members_changed`)
+until a table that holds it again is installed everywhere: a member learns
+that it was removed and forgets its partitions (it rejoins as a new member
+under the same name), and one cut off missed the writes meanwhile, so its
+copies must not count. Its name may be back in the list before the
+coordinator derived a table without it (dropped and admitted again within
+one heartbeat); the table then still names it as owner and backup of its
+old partitions, so the install sends the stale names too: every member
+rebalances as if the stale ones held nothing, and the other replicas copy
+the partitions to them (:meth:`~jetlet._cluster.grid.Grid.rebalance`). A
+table with a stale member is never taken as installed already.
+
 :meth:`TableKeeper.ensure` runs on a thread of its own (installing waits for
 the members to move their partitions), so the coordinator thread only waits
 for its future. It also serves the grid's own operations.
@@ -23,6 +35,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from jetlet import errors
@@ -53,6 +66,10 @@ class TableKeeper:
         self._queued: concurrent.futures.Future[partition_table.PartitionTable] | None = None
         self._installed_on: set[str] = set()
         """The members that took ``_derived`` (a member not yet connected gets it on a later ensure)."""
+        self._listed: set[str] = set()
+        """The names of the last member list (:meth:`members_changed`)."""
+        self._stale: set[str] = set()
+        """Members dropped from the list since a table holding them was installed everywhere."""
         self._lock = threading.Lock()
         self.install_lock = threading.RLock()
         """Held while a table is installed: the coordinator's own grid writes (job records, events)
@@ -95,8 +112,9 @@ class TableKeeper:
         with self._lock:
             table = self._derived
             current = self.current
+            stale = set(self._stale)
             in_place = table is not None and current == table and self._installed_on >= set(table.members)
-            if in_place and table is not None and list(table.members) == members:
+            if in_place and table is not None and list(table.members) == members and not stale & set(members):
                 return table
             if current is not None and (table is None or current != table):
                 table = current  # another coordinator's table (this member took over): go on from it
@@ -110,6 +128,7 @@ class TableKeeper:
                     members=list(table.members),
                     owners=list(table.owners),
                     leaving=leaving,
+                    stale=sorted(stale),
                 )
                 for m in self._members.reachable()
             }
@@ -123,23 +142,35 @@ class TableKeeper:
         with self._lock:
             self._derived = table
             self._installed_on = installed
+            if installed >= set(table.members):
+                self._stale -= set(table.members)  # their copies are the table's now
         return table
+
+    def members_changed(self, names: Sequence[str]) -> None:
+        """A new member list: the members it dropped are stale (see the module doc)."""
+        with self._lock:
+            self._stale |= self._listed - set(names)
+            self._listed = set(names)
 
     def forget(self) -> None:
         """This member was removed from its cluster: drop its table and its stale partitions."""
         with self._lock:
             self._derived = None
             self._installed_on = set()
+            self._listed = set()
+            self._stale = set()
         self._grid.forget()
 
     def installed_everywhere(self) -> bool:
         """Whether every live member took the last derived table (on the coordinator)."""
         with self._lock:
             derived, installed = self._derived, set(self._installed_on)
+            stale = set(self._stale)
         return (
             derived is not None
             and list(derived.members) == self._members.live()
             and installed >= set(derived.members)
+            and not stale & set(derived.members)
         )
 
     def _install(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -157,8 +188,12 @@ class TableKeeper:
         if old is not None and peer != me and old.partitions.members == (me,) and me in table.members:
             log.info("member %s drops the table it made while alone and takes %s's", me, peer)
             old = None
-        sent = self._grid.rebalance(old, new, body.get("leaving", ())) if old is not None else 0
+        stale = body.get("stale", ())
+        sent = self._grid.rebalance(old, new, body.get("leaving", ()), stale) if old is not None else 0
         self._grid.set_table(new)
+        if peer != me:  # the coordinator's table holds them again (the coordinator keeps its own count)
+            with self._lock:
+                self._stale -= set(table.members)
         return {"sent": sent}
 
     def _grid_operation(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
