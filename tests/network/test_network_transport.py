@@ -319,3 +319,24 @@ def test_given_the_wrong_member_answers_when_connecting_then_refused(members: Ca
     with pytest.raises(handshake.HandshakeError, match="dialed member 'c' but 'b' answered"):
         a.transport.connect("c", *b.address)
     assert a.transport.refused_handshakes == 1 and a.transport.peers() == []
+
+
+def test_given_a_peer_that_redials_while_its_old_connection_is_open_then_the_old_one_is_reported_lost(
+    members: Callable[..., Member],
+) -> None:
+    """A peer that lost its end re-dials; frames written on the old connection may be gone, so the
+    replacement is a loss (calls waiting on the old connection fail at once instead of timing out)."""
+    a, b = members("a"), members("b")
+    b.transport.connect("a", *a.address)
+    wait_until(lambda: a.transport.peers() == ["b"], "a trusts b")
+    old_endpoints = a.transport.connection_endpoints("b")
+    b_again = members("b")  # b's process, its old end forgotten, dials again under the same name
+    b_again.transport.connect("a", *a.address)
+    wait_until(
+        lambda: a.transport.connection_endpoints("b") not in (None, old_endpoints),
+        "a took the new connection",
+    )
+    assert a.lost_event.wait(DEADLINE_S)
+    assert a.lost == ["b"]
+    a.transport.send("b", MessageType.DATA, serialization.dumps("after"))
+    wait_until(lambda: b_again.payloads_from("a") == ["after"], "the new connection carries frames")

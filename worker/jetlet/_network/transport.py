@@ -52,12 +52,16 @@ frames written on the one closed next would be lost (a control call then
 waits for its timeout). Should both connections still get authenticated,
 both members keep the one dialed by the smaller name and close the other; a
 new connection dialed in the same direction replaces the old one (the peer
-re-dialed after losing it).
+re-dialed after losing it) and counts as a loss of the old one (below).
 
 Losing a peer. When the active connection to a peer closes (EOF, error, a
 protocol violation after trust), its queue is discarded and
-``on_peer_lost(peer)`` is called on the loop thread; a replaced connection
-closing is not a loss. :meth:`Transport.close` closes the server and every
+``on_peer_lost(peer)`` is called on the loop thread. A peer that re-dials while
+its old connection is still open here lost its end of it, so frames written on
+it may be gone: ``on_peer_lost(peer)`` is called too (once the new connection
+is in place, so the peer is reachable again at once), and calls waiting on the
+old connection fail instead of waiting out their timeout; the replaced
+connection's own closing is not reported again. :meth:`Transport.close` closes the server and every
 connection, stops the loop and joins the thread; it does not call
 ``on_peer_lost``.
 """
@@ -648,6 +652,9 @@ class Transport:
         for waiter in self._waiters.pop(name, []):
             if not waiter.done():
                 waiter.set_result(None)
+        if old is not None and keep is connection and old.role is connection.role:
+            # the peer re-dialed: it lost its end of ``old``, and what was written on it may be gone
+            self._report_lost(name, "its new connection replaced one it had lost")
 
     def _count_refusal(self, connection: _Connection, reason: str) -> None:
         self._refused_handshakes += 1
@@ -723,8 +730,11 @@ class Transport:
         del self._peers[peer.name]
         if self._closing:
             return
-        _log.warning("member %s: lost the connection to member %s", self.member_name, peer.name)
+        self._report_lost(peer.name, "the connection closed")
+
+    def _report_lost(self, peer_name: str, why: str) -> None:
+        _log.warning("member %s: lost the connection to member %s: %s", self.member_name, peer_name, why)
         try:
-            self._on_peer_lost(peer.name)
+            self._on_peer_lost(peer_name)
         except Exception:
-            _log.exception("member %s: on_peer_lost failed for %s", self.member_name, peer.name)
+            _log.exception("member %s: on_peer_lost failed for %s", self.member_name, peer_name)
