@@ -10,6 +10,7 @@ entries. After each step Spark itself reads the directory.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import pathlib
 import re
 from typing import Any
@@ -30,10 +31,13 @@ EXACTLY_ONCE = ProcessingGuarantee.EXACTLY_ONCE
 SCHEMA = pa.schema([("word", pa.string()), ("n", pa.int64())])
 
 
-def _sink(directory: pathlib.Path, index: int = 0, count: int = 1) -> parquet_sink.ParquetSinkP:
-    options = parquet_sink.ParquetSinkOptions(str(directory), schema=SCHEMA)
+def _sink(
+    directory: pathlib.Path, index: int = 0, count: int = 1, execution: int = 0, row_group_rows: int = 65536
+) -> parquet_sink.ParquetSinkP:
+    options = parquet_sink.ParquetSinkOptions(str(directory), schema=SCHEMA, row_group_rows=row_group_rows)
     processor = parquet_sink.ParquetSinkP(options)
-    processor.init(TestOutbox(1, 10), make_context("sink", index, count, processing_guarantee=EXACTLY_ONCE))
+    context = make_context("sink", index, count, processing_guarantee=EXACTLY_ONCE)
+    processor.init(TestOutbox(1, 10), dataclasses.replace(context, execution_id=execution))
     return processor
 
 
@@ -100,6 +104,32 @@ def test_a_sink_restored_into_fewer_processors_commits_the_files_of_the_missing_
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_stale_executions_rollback_leaves_the_new_executions_file_alone(
+    spark: Any, tmp_path: pathlib.Path
+) -> None:
+    # given execution 0x51, whose sink committed a snapshot and then wrote rows after its barrier to a file
+    stale = _sink(tmp_path, execution=0x51, row_group_rows=1)
+    _write(stale, "a")
+    entries = _snapshot(stale)
+    assert stale.snapshot_commit_finish(True)
+    _write(stale, "late")
+    # when execution 0x52 (the same processor index) restores from that snapshot: it deletes the stale
+    # temporary file as a leftover and begins its own at the lowest free sequence, the stale one's
+    fresh = _sink(tmp_path, execution=0x52, row_group_rows=1)
+    fresh.restore_from_snapshot(Inbox(entries))
+    assert fresh.finish_snapshot_restore()
+    _write(fresh, "late")  # replayed
+    assert len([p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]) == 1  # the stale one's is gone
+    # and the stale execution stops late, rolling back its active transaction
+    stale.close()
+    # then the new execution's file was not the stale one's to delete: it commits its rows
+    _snapshot(fresh)
+    assert fresh.snapshot_commit_finish(True)
+    assert _spark_words(spark, tmp_path) == collections.Counter(["a", "late"])
+    names = sorted(p.name for p in tmp_path.glob("part-*.parquet"))
+    assert names == [parquet_sink.final_name(0, 0x51, 0), parquet_sink.final_name(0, 0x52, 1)]
+
+
 def test_file_names_never_repeat_and_grow_per_index(tmp_path: pathlib.Path) -> None:
     for _ in range(2):  # two jobs writing into the same directory
         sink = _sink(tmp_path)
@@ -110,7 +140,7 @@ def test_file_names_never_repeat_and_grow_per_index(tmp_path: pathlib.Path) -> N
         sink.complete()
         sink.close()
     names = sorted(p.name for p in tmp_path.glob("part-*.parquet"))
-    assert names == [parquet_sink.final_name(0, s) for s in range(4)]
+    assert names == [parquet_sink.final_name(0, 0, s) for s in range(4)]
 
 
 def _words() -> list[str]:

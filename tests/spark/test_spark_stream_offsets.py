@@ -63,7 +63,7 @@ def test_each_committed_file_is_read_once_across_micro_batches(tmp_path: pathlib
         _jetlet_writes(tmp_path, range(80, 90))
         (new,) = tmp_path.glob("part-*.parquet")
         match = parquet_sink.FILE_NAME.fullmatch(new.name)
-        assert match is not None and int(match.group(2)) > expired[int(match.group(1))]
+        assert match is not None and int(match.group("sequence")) > expired[int(match.group("index"))]
         assert _micro_batch(reader, offset)[0] == list(range(80, 90))
     else:
         assert len(files) >= 2

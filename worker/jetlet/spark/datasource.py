@@ -70,16 +70,20 @@ def _root(options: Any) -> Path:
     return Path(path)
 
 
-def committed_files(root: Path) -> dict[int, list[int]]:
-    """The sink's committed files: ``{processor index: [sequence, ...]}``, sorted."""
-    found: dict[int, list[int]] = {}
+def committed_files(root: Path) -> dict[int, list[tuple[int, str]]]:
+    """The sink's committed files: ``{processor index: [(sequence, file name), ...]}``, sorted.
+
+    Two executions of a job may have committed the same sequence of an index (under names that differ in
+    the execution): both are listed, and both fall in the micro-batch of that sequence.
+    """
+    found: dict[int, list[tuple[int, str]]] = {}
     if not root.is_dir():
         return found
     for path in root.iterdir():
         match = parquet_sink.FILE_NAME.fullmatch(path.name)
-        if match is not None and not match.group(3) and not path.name.startswith("."):
-            found.setdefault(int(match.group(1)), []).append(int(match.group(2)))
-    return {index: sorted(seqs) for index, seqs in sorted(found.items())}
+        if match is not None and not match.group("temp") and not path.name.startswith("."):
+            found.setdefault(int(match.group("index")), []).append((int(match.group("sequence")), path.name))
+    return {index: sorted(files) for index, files in sorted(found.items())}
 
 
 class FilesPartition(ds.InputPartition):
@@ -108,11 +112,7 @@ class JetletBatchReader(ds.DataSourceReader):
         self.columns = list(schema.fieldNames())
 
     def partitions(self) -> list[FilesPartition]:
-        names = [
-            parquet_sink.final_name(index, seq)
-            for index, seqs in committed_files(self.root).items()
-            for seq in seqs
-        ]
+        names = [name for files in committed_files(self.root).values() for _, name in files]
         return _partitions(names)
 
     def read(self, partition: ds.InputPartition) -> Iterator[Any]:
@@ -132,7 +132,7 @@ class JetletStreamReader(ds.DataSourceStreamReader):
         return {"files": {}}
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
-        latest = {str(index): seqs[-1] for index, seqs in committed_files(self.root).items()}
+        latest = {str(index): files[-1][0] for index, files in committed_files(self.root).items()}
         if start is not None:  # never behind the start (expired files are gone from the listing)
             for index, seq in start.get("files", {}).items():
                 latest[index] = max(seq, latest.get(index, -1))
@@ -141,9 +141,9 @@ class JetletStreamReader(ds.DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[FilesPartition]:
         low, high = start.get("files", {}), end.get("files", {})
         names = [
-            parquet_sink.final_name(index, seq)
-            for index, seqs in committed_files(self.root).items()
-            for seq in seqs
+            name
+            for index, files in committed_files(self.root).items()
+            for seq, name in files
             if low.get(str(index), -1) < seq <= high.get(str(index), -1)
         ]
         return _partitions(names)
@@ -160,10 +160,10 @@ class JetletStreamReader(ds.DataSourceStreamReader):
         for index, seq in consumed.items():
             expired[index] = max(seq, expired.get(index, -1))
         _write_json(self.root / EXPIRED, {str(k): v for k, v in expired.items()})
-        for index, seqs in committed_files(self.root).items():
-            for seq in seqs:
+        for index, files in committed_files(self.root).items():
+            for seq, name in files:
                 if seq <= consumed.get(index, -1):
-                    (self.root / parquet_sink.final_name(index, seq)).unlink(missing_ok=True)
+                    (self.root / name).unlink(missing_ok=True)
 
 
 def _write_json(path: Path, body: Any) -> None:
@@ -303,8 +303,8 @@ class JetletDataSource(ds.DataSource):
     def schema(self) -> Any:
         root = _root(self.options)
         files = committed_files(root)
-        for index, seqs in files.items():
-            arrow = pq.read_schema(root / parquet_sink.final_name(index, seqs[0]))
+        for index_files in files.values():
+            arrow = pq.read_schema(root / index_files[0][1])
             return from_arrow_schema(arrow, prefer_timestamp_ntz=False)
         raise ValueError(
             f"jetlet data source: no committed file in {str(root)!r} to take the schema from; "

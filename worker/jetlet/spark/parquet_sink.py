@@ -12,15 +12,22 @@ as they are. Writing blocks, so the processor is
 non-cooperative.
 
 Every file is a *transaction*: it is written under a hidden temporary name
-``.part-<index>-<sequence>.parquet.tmp`` (Spark and
+``.part-<index>-<execution>-<sequence>.parquet.tmp`` (Spark and
 :mod:`jetlet.spark.parquet_source` skip names starting with ``.``) and
 becomes visible when it is renamed, atomically, to
-``part-<index>-<sequence>.parquet``. ``<index>`` is the processor's global
-index (5 digits) and ``<sequence>`` (8 digits) is one more than the highest
-sequence of that index already in the directory, final or temporary, so
-names never repeat and, per index, a later commit always has a higher
-sequence (the Spark stream reader of :mod:`jetlet.spark.datasource` uses
-that as its offset).
+``part-<index>-<execution>-<sequence>.parquet``. ``<index>`` is the
+processor's global index (5 digits), ``<execution>`` the execution id in hex
+(``context.execution_id``; 0 in one process) and ``<sequence>`` (8 digits)
+is one more than the highest sequence of that index already in the
+directory, final or temporary, so, per index, a later commit always has a
+higher sequence (the Spark stream reader of :mod:`jetlet.spark.datasource`
+uses that as its offset). The execution in the name
+(:mod:`jetlet.core.processors.transaction_names`, shared with the text file
+sink) keeps two executions of a job from ever sharing a name: a newer
+execution deletes a stale one's temporary files as leftovers and may pick
+the very sequence the stale one had; without the execution in the name the
+stale one's rollback (``close()``) then deleted the newer one's open file,
+whose rows were gone when it committed, and its late commit published it.
 
 **With EXACTLY_ONCE** the files commit with the job's snapshots, as
 :mod:`jetlet.core.processors.file_sink` does for text files:
@@ -71,6 +78,7 @@ from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
 from jetlet.core import snapshot_keys
 from jetlet.core import watermark as wm
+from jetlet.core.processors.transaction_names import transaction_name, transaction_pattern
 
 SNAPSHOT_TAG = "__jetlet_parquet_sink__"
 SUCCESS = "_SUCCESS"
@@ -78,8 +86,16 @@ MARKERS = "_jetlet_sink"
 EXPIRED = "_jetlet_expired.json"
 """Written by the Spark stream reader when it deletes consumed files: the highest sequence per index."""
 
-FILE_NAME = re.compile(r"\.?part-(\d{5})-(\d{8})\.parquet(\.tmp)?")
-"""A final (``part-I-S.parquet``) or temporary (``.part-I-S.parquet.tmp``) file of the sink."""
+INDEX_DIGITS, SEQUENCE_DIGITS = 5, 8
+FILE_NAME = re.compile(
+    rf"\.?part-{transaction_pattern(index_digits=INDEX_DIGITS, sequence_digits=SEQUENCE_DIGITS)}"
+    r"\.parquet(?P<temp>\.tmp)?"
+)
+"""A final (``part-I-E-S.parquet``) or temporary (``.part-I-E-S.parquet.tmp``) file of the sink.
+
+Groups ``index``, ``execution`` (None in a name from before the execution was in it), ``sequence``
+and ``temp``.
+"""
 
 
 _ARROW_TYPES = frozenset({pa.RecordBatch, pa.Table})
@@ -94,8 +110,12 @@ def read_expired(root: Path) -> dict[int, int]:
         return {}
 
 
-def final_name(index: int, sequence: int) -> str:
-    return f"part-{index:05d}-{sequence:08d}.parquet"
+def final_name(index: int, execution: int, sequence: int) -> str:
+    """The committed file of transaction ``sequence`` of processor ``index`` in execution ``execution``."""
+    name = transaction_name(
+        index, execution, sequence, index_digits=INDEX_DIGITS, sequence_digits=SEQUENCE_DIGITS
+    )
+    return f"part-{name}.parquet"
 
 
 def temp_name(name: str) -> str:
@@ -135,10 +155,13 @@ class _Transaction:
         self.writer: pq.ParquetWriter | None = None
         self.rows = 0
         self.started = time.monotonic()
+        self._identity: tuple[int, int] | None = None
 
     def write(self, table: pa.Table, compression: str) -> None:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.temp, table.schema, compression=compression)
+            created = os.stat(self.temp)
+            self._identity = (created.st_dev, created.st_ino)
         elif table.schema != self.writer.schema:
             try:
                 table = table.cast(self.writer.schema)
@@ -164,10 +187,21 @@ class _Transaction:
             os.replace(self.temp, self.final)
 
     def discard(self) -> None:
+        """Close the file and delete it, if its name still names it.
+
+        A later run with the same execution id (in one process) may have deleted it as a leftover and
+        begun its own file under the same name: that file is not this transaction's to delete. The check
+        runs while the file is still open, so that its inode cannot have been reused for the newer file.
+        """
+        try:
+            found = os.stat(self.temp)
+        except FileNotFoundError:
+            found = None
+        if found is not None and (found.st_dev, found.st_ino) == self._identity:
+            self.temp.unlink(missing_ok=True)
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-        self.temp.unlink(missing_ok=True)
 
 
 class ParquetSinkP(proc.Processor):
@@ -298,16 +332,16 @@ class ParquetSinkP(proc.Processor):
 
     # -- naming and leftovers ------------------------------------------------
     def _new_name(self) -> str:
-        index = self.context.global_processor_index
+        index, execution = self.context.global_processor_index, self.context.execution_id
         if self._sequence is None:
             highest = read_expired(self._directory).get(index, -1)
             for path in self._directory.iterdir():
                 match = FILE_NAME.fullmatch(path.name)
-                if match is not None and int(match.group(1)) == index:
-                    highest = max(highest, int(match.group(2)))
+                if match is not None and int(match.group("index")) == index:
+                    highest = max(highest, int(match.group("sequence")))
             self._sequence = highest + 1
         while True:
-            name = final_name(index, self._sequence)
+            name = final_name(index, execution, self._sequence)
             self._sequence += 1
             if not (self._directory / name).exists() and not (self._directory / temp_name(name)).exists():
                 return name
@@ -322,7 +356,7 @@ class ParquetSinkP(proc.Processor):
         self._leftovers_deleted = True
         for path in self._directory.iterdir():
             match = FILE_NAME.fullmatch(path.name)
-            if match is not None and match.group(3) and self._owns(int(match.group(1))):
+            if match is not None and match.group("temp") and self._owns(int(match.group("index"))):
                 path.unlink(missing_ok=True)
 
     # -- snapshots -------------------------------------------------------------

@@ -82,12 +82,13 @@ from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor, snapshot_keys
 from jetlet.core import watermark as wm
+from jetlet.core.processors.transaction_names import transaction_name, transaction_pattern
 
 SNAPSHOT_TAG = "__jetlet_write_file__"
 """The tag of the :class:`~jetlet.core.snapshot_keys.ProcessorKey` the sink saves its transactions under."""
 
-_TEMP_FILE = re.compile(r"\.(\d+)-(?:[0-9a-f]+-)?\d+\.tmp")
-"""A transaction's temporary file; group 1 is the index of the processor that began it."""
+_TEMP_FILE = re.compile(rf"\.{transaction_pattern()}\.tmp")
+"""A transaction's temporary file; group ``index`` is the index of the processor that began it."""
 
 
 def temp_name(name: str) -> str:
@@ -232,7 +233,7 @@ class WriteFileP(processor.Processor):
         """The next ``<index>-<execution>-<sequence>`` whose final and temporary files do not exist."""
         index, execution = self.context.global_processor_index, self.context.execution_id
         while True:
-            name = f"{index}-{execution:x}-{self._sequence}"
+            name = transaction_name(index, execution, self._sequence)
             self._sequence += 1
             if not (self._directory / name).exists() and not (self._directory / temp_name(name)).exists():
                 return name
@@ -254,7 +255,7 @@ class WriteFileP(processor.Processor):
         self._leftovers_deleted = True
         for path in self._directory.iterdir():
             match = _TEMP_FILE.fullmatch(path.name)
-            if match is not None and self._owns(int(match.group(1))):
+            if match is not None and self._owns(int(match.group("index"))):
                 path.unlink(missing_ok=True)
 
     def _recover_and_commit(self, name: str) -> None:
