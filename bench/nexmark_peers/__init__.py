@@ -9,6 +9,11 @@ Theory of operation. The harness (in jetlet's venv) calls :func:`run_peer`, whic
    interpreter, which times the processing alone (start-up reported apart) and writes a JSON
    report, read back into a :class:`PeerRun`.
 
+The Hazelcast Jet peers (``hazelcast``: one member; ``hazelcast2``: two members in two JVMs) are
+Java: :mod:`.hazelcast_runner` builds their Maven project instead of a venv (a failed build is
+reported like a failed install) and runs it with ``java``; they generate Beam's events in a Jet
+source (the generator ported to Java) instead of reading the events file.
+
 A query a peer cannot express is never skipped silently: :func:`expressible` says so, with the
 reason, without running anything, and :func:`run_peer` returns that as its result.
 
@@ -44,7 +49,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 QUERIES: tuple[str, ...] = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8", "q13")
-PEERS: tuple[str, ...] = ("pyspark", "bytewax")
+PEERS: tuple[str, ...] = ("pyspark", "bytewax", "hazelcast", "hazelcast2")
+HAZELCAST_PEERS: dict[str, int] = {"hazelcast": 1, "hazelcast2": 2}
+"""The Hazelcast Jet peers (:mod:`.hazelcast_runner`, Java, no venv) and their member counts."""
 
 WINDOW_MS = 10_000
 SLIDE_MS = 1_000
@@ -126,6 +133,25 @@ _HOW: dict[tuple[str, str], str] = {
         "(join_window over two branches drops items as late)"
     ),
     ("bytewax", "q13"): "map looking the side input up in a dict (Bytewax has no side-input operator)",
+    **{
+        (peer, query): how
+        for peer in HAZELCAST_PEERS
+        for query, how in {
+            "q3": "keyed flatMapStateful by person id (keeps the person and the unmatched auctions)",
+            "q4": (
+                "Core API processor per auction id (custom transform) closing auctions as the watermark "
+                "passes their expiry, then mapStateful average per category"
+            ),
+            "q5": "sliding window counting() per auction, then a tumbling window of one slide with maxBy",
+            "q6": (
+                "Q4's closing processor, then mapStateful per seller keeping the 10 latest winners by "
+                "(expires, id)"
+            ),
+            "q7": "tumbling window maxBy (price, auction, bidder, date_time)",
+            "q8": "tumbling window aggregate2 (co-group) of persons and auctions by person id",
+            "q13": "map looking the side input up in an array the function holds",
+        }.items()
+    },
 }
 
 
@@ -397,6 +423,12 @@ def run_peer(
     able, how = expressible(peer, query)
     if not able:
         return _not_run(peer, query, events, f"not expressible: {how}")
+    if peer in HAZELCAST_PEERS:
+        if generator != "beam":
+            return _not_run(peer, query, events, f"not run: only Beam's generator is ported to Java ({how})")
+        from . import hazelcast_runner
+
+        return hazelcast_runner.run(peer, query, events, how, timeout_s)
     from .events_file import ensure_events_file
 
     return run_peer_on_file(peer, query, ensure_events_file(generator, events), events, timeout_s)
