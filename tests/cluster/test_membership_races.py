@@ -198,3 +198,47 @@ def test_a_new_incarnation_of_the_coordinators_name_does_not_keep_the_old_one_li
     listed = {m.member_list.get("m1") for m in net.members.values()}
     assert {m.uuid for m in listed if m is not None} == {new.local.uuid} != {old_uuid}
     assert {name: net.members[name].local.uuid for name in ("m2", "m3")} == others
+
+
+class CutNetwork(Network):
+    """A :class:`Network` that can cut members off: nothing reaches them, nothing of theirs arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut: set[str] = set()
+
+    def deliver(self) -> None:
+        due = [q for q in self._queue if q[0] <= self.now]
+        self._queue = [q for q in self._queue if q[0] > self.now]
+        for _, _, target, message in sorted(due):
+            sender = message.get("name") or message.get("by") or message.get("member", {}).get("name")
+            if target in self.members and not {target, sender} & self.cut:
+                self.send(self.members[target].receive(message, self.now))
+
+
+def test_a_member_that_dropped_everyone_else_is_not_admitted_back_as_it_was_but_starts_over() -> None:
+    # given a formed cluster coordinated by m1, and m2 (the next-oldest) cut off from it for longer
+    # than the failure timeout: m2's failure detector drops m1 and m3 and it finds itself alone
+    # (it coordinates itself: in a cluster it takes the jobs over), while m1 drops m2 (chaos
+    # pause-coordinator seed 44 on a loaded machine)
+    net = CutNetwork()
+    seeds = ("m1:8701", "m2:8701", "m3:8701")
+    for i, name in enumerate(("m1", "m2", "m3")):
+        net.add(name, i + 1, seeds)
+    net.run(500)
+    assert _formed(net) and net.coordinators() == {"m1"}
+    m2 = net.members["m2"]
+    old_uuid = m2.local.uuid
+    net.cut.add("m2")
+    net.run(TIMEOUT + 3 * HEARTBEAT)
+    assert net.lists() == {"m1": ("m1", "m3"), "m2": ("m2",), "m3": ("m1", "m3")}
+    assert not m2.take_removed()
+    # when the link is back and m2, alone, asks its seeds to admit it
+    net.cut.clear()
+    net.run(10 * HEARTBEAT)
+    # then it is told that it was removed (it stops what it ran alone, forgets, and rejoins as a
+    # new member) instead of being admitted again as the incarnation that coordinated itself
+    assert m2.take_removed()
+    assert m2.local.uuid != old_uuid
+    assert _formed(net) and net.coordinators() == {"m1"}, net.lists()
+    assert {m.member_list.get("m2").uuid for m in net.members.values()} == {m2.local.uuid}  # type: ignore[union-attr]

@@ -61,6 +61,14 @@ or, until that is wired, authenticated REST calls.
   before the new list reached it, must not make that coordinator start
   over. Likewise a ``join`` from a new incarnation of a listed name (a
   replaced pod) does not count as a sign of life of the one listed.
+  A ``join`` from an incarnation that was in the list and left it is not
+  admitted either: that member was dropped without learning it (cut off, or
+  its failure detector dropped the others first), so it found itself alone
+  and may have taken over as coordinator and run the cluster's jobs on its
+  own. It is answered ``removed`` (naming its uuid, as every ``removed``
+  does: a notice about another incarnation is ignored), so it stops what it
+  runs, forgets, and joins again as a new member; admitted as it was, it
+  would have gone on running its own executions beside the cluster's.
 * Split brain: :func:`has_quorum` tells whether a member list still holds a
   majority of the last known size; jobs with ``split_brain_protection`` run
   only while it does, so two halves never both run a job.
@@ -231,7 +239,7 @@ class Membership:
         if kind == "heartbeat":
             return self._on_heartbeat(message, now_ms)
         if kind == "removed":
-            return self._on_removed(str(message.get("by", "")), now_ms)
+            return self._on_removed(message, now_ms)
         if kind == "still_member":
             if self.suspect and self.member_list.get(str(message.get("by", ""))) is not None:
                 self.suspect = False  # an answer to a question asked after the pause: still a member
@@ -259,9 +267,18 @@ class Membership:
         address = message.get("rest_address")
         departed = sender_uuid in self._departed and not self.is_alone
         if departed and (self.is_coordinator or checking) and isinstance(address, str) and address:
-            notice = {"kind": "removed", "by": self.local.name, "version": self.member_list.version}
-            return [Outgoing(notice, address=address)]
+            return [self._removed_notice(str(sender_uuid), address)]
         return []
+
+    def _removed_notice(self, member_uuid: str, address: str) -> Outgoing:
+        """Tell the incarnation ``member_uuid`` (at REST ``address``) that this member's list dropped it."""
+        notice = {
+            "kind": "removed",
+            "by": self.local.name,
+            "uuid": member_uuid,
+            "version": self.member_list.version,
+        }
+        return Outgoing(notice, address=address)
 
     def _repair(self, name: str, heartbeat: Mapping[str, Any]) -> list[Outgoing]:
         """This member's list, to a member of it whose heartbeat shows a list that this one prevails over.
@@ -286,9 +303,16 @@ class Membership:
             return []
         return [Outgoing({"kind": "members", "list": self.member_list.to_dict()}, name=name)]
 
-    def _on_removed(self, by: str, now_ms: int) -> list[Outgoing]:
-        if by == self.local.name or self.member_list.get(by) is None:
-            return []  # only a member of our list can tell us we were removed from it
+    def _on_removed(self, message: Mapping[str, Any], now_ms: int) -> list[Outgoing]:
+        by = str(message.get("by", ""))
+        if by == self.local.name:
+            return []
+        target = message.get("uuid")
+        if target is not None:
+            if target != self.local.uuid:
+                return []  # about an earlier incarnation of this member (it started over already)
+        elif self.member_list.get(by) is None:
+            return []  # an older member's notice: only a member of our list can tell us so
         self._start_over(now_ms)
         return []
 
@@ -325,6 +349,9 @@ class Membership:
             return [Outgoing({"kind": "members", "list": self.member_list.to_dict()}, name=joiner.name)]
         # a new incarnation of a listed name (a replaced pod, a member that started over) proves
         # nothing about the one listed: only admitting it (below) starts its clock
+        if joiner.uuid in self._departed and not self.is_alone:
+            # dropped without learning it: whatever it ran alone since is stale (see the module doc)
+            return [self._removed_notice(joiner.uuid, joiner.rest_address)]
         if not self.is_coordinator:
             coordinator = self.member_list.coordinator.name
             return [Outgoing({"kind": "join", "member": joiner.to_dict()}, name=coordinator)]
