@@ -23,7 +23,7 @@ import pytest
 
 from jetlet._cluster import grid as grid_mod
 from jetlet._cluster import members_view, table_keeper
-from jetlet._cluster.control import Handler, Operation
+from jetlet._cluster.control import Handler, MemberUnreachableError, Operation
 from jetlet._network import serialization
 
 PARTITIONS = 31
@@ -32,7 +32,10 @@ PARTITIONS = 31
 class Network:
     """Members' table keepers and grids; each member has its own member list."""
 
-    def __init__(self) -> None:
+    def __init__(self, backup_count: int = 1) -> None:
+        self.backup_count = backup_count
+        self.dead: set[str] = set()
+        """Killed members: a call to one fails as unreachable."""
         self.pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="fake-control")
         self.handlers: dict[str, dict[Operation, Handler]] = {}
         self.lists: dict[str, list[str]] = {}
@@ -47,7 +50,7 @@ class Network:
             name,
             lambda member, op, body: channel.call(member, Operation.GRID, grid_op=op, body=body),
             PARTITIONS,
-            1,
+            self.backup_count,
             timeout_s=10.0,
         )
         members = members_view.MembersView(name, lambda: self.lists[name])
@@ -78,6 +81,8 @@ class _Channel:
         body = fields if peer == self._name else serialization.loads(serialization.dumps(fields))
 
         def run() -> dict[str, Any]:
+            if peer in self._net.dead:
+                raise MemberUnreachableError(f"member {peer} is not connected")
             answer = self._net.handlers[peer][op](self._name, body)
             result: dict[str, Any] = (
                 answer.result(10.0) if isinstance(answer, concurrent.futures.Future) else answer

@@ -51,7 +51,12 @@ it empty; the grid never invents data for it. A *stale* member (one that the
 membership dropped and that came back under the same name: it forgot its
 copies when it learnt it was removed, or holds ones that missed every write
 since) is no old replica: it never sends, and it receives its partitions'
-copies as a new member does. Writes must be quiesced while
+copies as a new member does. A rebalance may also be given the *holders*
+of each partition: the old replicas known to hold a complete copy. The
+table keeper gives them after a table's migration failed midway (a member
+died during it): the members that table made new replicas of a partition
+may never have received it, and they must receive it again rather than
+count as its copies. Writes must be quiesced while
 the cluster rebalances (the coordinator rebalances before it restarts jobs):
 a write racing a transfer of its partition could be overwritten by the
 transfer.
@@ -322,7 +327,12 @@ class Grid:
 
     # -- rebalancing ---------------------------------------------------------------
     def rebalance(
-        self, old: ReplicaTable, new: ReplicaTable, leaving: Iterable[str] = (), stale: Iterable[str] = ()
+        self,
+        old: ReplicaTable,
+        new: ReplicaTable,
+        leaving: Iterable[str] = (),
+        stale: Iterable[str] = (),
+        holders: Sequence[Sequence[str]] | None = None,
     ) -> int:
         """Move partition copies from the ``old`` placement to the ``new`` one (see the module doc).
 
@@ -333,7 +343,9 @@ class Grid:
         :class:`GridError` and drops nothing. Members ``leaving`` gracefully are in no
         replica of ``new`` but still send their copies (then drop them): nothing they
         held is lost, whatever the backup count. Members ``stale`` count as no old replica
-        (their copies are gone or out of date): they receive, as new members do.
+        (their copies are gone or out of date): they receive, as new members do. ``holders``
+        (per partition), when given, are the old replicas that hold a complete copy; the others
+        receive, as new members do.
         """
         self._check_table(old)
         self._check_table(new)
@@ -344,7 +356,8 @@ class Grid:
         lost: list[int] = []
         receivers: dict[str, list[int]] = collections.defaultdict(list)
         for partition in range(self.partition_count):
-            before = [member for member in old.replicas(partition) if member not in gone]
+            replicas = old.replicas(partition) if holders is None else holders[partition]
+            before = [member for member in replicas if member not in gone]
             survivors = [member for member in before if member in members]
             if not survivors:
                 lost.append(partition)

@@ -25,6 +25,23 @@ rebalances as if the stale ones held nothing, and the other replicas copy
 the partitions to them (:meth:`~jetlet._cluster.grid.Grid.rebalance`). A
 table with a stale member is never taken as installed already.
 
+A table is *complete* once every member (those leaving too) installed it:
+every transfer it called for was acknowledged. An install that failed on
+some member (a member killed while the partitions move: the second of two
+quick kills) leaves a table whose new replicas of a partition may never have
+received it, yet every member already uses it. The keeper then keeps, per
+partition, its *holders*: the replicas of the failed table that were holders
+before it (they held a complete copy, received no transfer of it and dropped
+nothing), and sends them with the next table, so that the members rebalance
+from them (:meth:`~jetlet._cluster.grid.Grid.rebalance`) and the others
+receive the partition again instead of serving their empty copies as its
+primary (a restart read "snapshot N is incomplete: stage X stored K entries
+but J were found"). A partition none of whose holders is a replica of the
+failed table keeps that table's replicas as holders (as before: nothing
+better is known). A complete install makes the table's replicas the holders
+again. The holders live on the coordinator only: a member that takes over
+starts from its table's replicas.
+
 :meth:`TableKeeper.ensure` runs on a thread of its own (installing waits for
 the members to move their partitions), so the coordinator thread only waits
 for its future. It also serves the grid's own operations.
@@ -39,7 +56,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jetlet import errors
-from jetlet._cluster import control, members_view, partition_table
+from jetlet._cluster import control, grid_store, members_view, partition_table
 from jetlet._cluster import grid as grid_mod
 from jetlet._cluster.control import Operation
 
@@ -70,6 +87,9 @@ class TableKeeper:
         """The names of the last member list (:meth:`members_changed`)."""
         self._stale: set[str] = set()
         """Members dropped from the list since a table holding them was installed everywhere."""
+        self._holders: tuple[tuple[str, ...], ...] | None = None
+        """Per partition, the replicas known to hold a complete copy, while the last install failed
+        somewhere (None: every replica of the installed table does; see the module doc)."""
         self._lock = threading.Lock()
         self.install_lock = threading.RLock()
         """Held while a table is installed: the coordinator's own grid writes (job records, events)
@@ -119,6 +139,8 @@ class TableKeeper:
             if current is not None and (table is None or current != table):
                 table = current  # another coordinator's table (this member took over): go on from it
             table = partition_table.PartitionTable.assign(members, self._partition_count, table)
+            holders = self._holders
+            before = self._grid.table_for(current) if current is not None else None
         leaving = self._members.leaving()
         with self.install_lock:  # no job-store write races the partitions moving
             calls = {
@@ -129,6 +151,7 @@ class TableKeeper:
                     owners=list(table.owners),
                     leaving=leaving,
                     stale=sorted(stale),
+                    holders=None if holders is None else [list(h) for h in holders],
                 )
                 for m in self._members.reachable()
             }
@@ -144,7 +167,28 @@ class TableKeeper:
             self._installed_on = installed
             if installed >= set(table.members):
                 self._stale -= set(table.members)  # their copies are the table's now
+            if installed >= set(table.members) | set(leaving):
+                self._holders = None
+            elif before is not None:
+                failed = self._grid.table_for(table)
+                self._holders = self._holders_after_failure(before, failed, holders, stale)
         return table
+
+    def _holders_after_failure(
+        self,
+        before: grid_store.ReplicaTable,
+        failed: grid_store.ReplicaTable,
+        holders: tuple[tuple[str, ...], ...] | None,
+        stale: set[str],
+    ) -> tuple[tuple[str, ...], ...]:
+        """The holders once the install of ``failed`` did not complete (see the module doc)."""
+        kept = []
+        for partition in range(self._partition_count):
+            held = before.replicas(partition) if holders is None else holders[partition]
+            replicas = failed.replicas(partition)
+            still = tuple(m for m in replicas if m in held and m not in stale)
+            kept.append(still or replicas)
+        return tuple(kept)
 
     def members_changed(self, names: Sequence[str]) -> None:
         """A new member list: the members it dropped are stale (see the module doc)."""
@@ -189,7 +233,10 @@ class TableKeeper:
             log.info("member %s drops the table it made while alone and takes %s's", me, peer)
             old = None
         stale = body.get("stale", ())
-        sent = self._grid.rebalance(old, new, body.get("leaving", ()), stale) if old is not None else 0
+        holders = body.get("holders")
+        sent = (
+            self._grid.rebalance(old, new, body.get("leaving", ()), stale, holders) if old is not None else 0
+        )
         self._grid.set_table(new)
         if peer != me:  # the coordinator's table holds them again (the coordinator keeps its own count)
             with self._lock:
