@@ -14,6 +14,10 @@ Java: :mod:`.hazelcast_runner` builds their Maven project instead of a venv (a f
 reported like a failed install) and runs it with ``java``; they generate Beam's events in a Jet
 source (the generator ported to Java) instead of reading the events file.
 
+The PyFlink peers (``pyflink``: parallelism 1, standing for one member; ``pyflink2``: parallelism
+2) share one venv and :mod:`.pyflink_runner`, which runs the query in Flink SQL (Python scalar UDFs
+where a query has a per-row function) on a local mini-cluster over the events file.
+
 A query a peer cannot express is never skipped silently: :func:`expressible` says so, with the
 reason, without running anything, and :func:`run_peer` returns that as its result.
 
@@ -49,7 +53,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 QUERIES: tuple[str, ...] = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8", "q13")
-PEERS: tuple[str, ...] = ("pyspark", "bytewax", "hazelcast", "hazelcast2")
+PEERS: tuple[str, ...] = ("pyspark", "bytewax", "pyflink", "pyflink2", "hazelcast", "hazelcast2")
+PYFLINK_PEERS: dict[str, int] = {"pyflink": 1, "pyflink2": 2}
+"""The PyFlink peers (:mod:`.pyflink_runner`, one venv) and their parallelism (as member counts)."""
 HAZELCAST_PEERS: dict[str, int] = {"hazelcast": 1, "hazelcast2": 2}
 """The Hazelcast Jet peers (:mod:`.hazelcast_runner`, Java, no venv) and their member counts."""
 
@@ -118,6 +124,20 @@ _NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
         "builds on Q4's winning bids (per-auction event-time close at expiry), which Bytewax 0.21's "
         "operators cannot express (notify_at is system time; windowers are fixed-size)"
     ),
+    **{
+        (peer, query): reason
+        for peer in PYFLINK_PEERS
+        for query, reason in {
+            "q4": (
+                "not written in the PyFlink runner yet (Flink can express it: a KeyedProcessFunction "
+                "per auction with an event-time timer at its expiry, then an average per category)"
+            ),
+            "q6": (
+                "not written in the PyFlink runner yet (Flink can express it: Q4's winning bids, then "
+                "a keyed function keeping each seller's last 10)"
+            ),
+        }.items()
+    },
 }
 _HOW: dict[tuple[str, str], str] = {
     ("pyspark", "q5"): "windowed count per auction in append mode; top per window in foreachBatch",
@@ -150,6 +170,20 @@ _HOW: dict[tuple[str, str], str] = {
             "q7": "tumbling window maxBy (price, auction, bidder, date_time)",
             "q8": "tumbling window aggregate2 (co-group) of persons and auctions by person id",
             "q13": "map looking the side input up in an array the function holds",
+        }.items()
+    },
+    **{
+        (peer, query): how
+        for peer in PYFLINK_PEERS
+        for query, how in {
+            "q0": "Flink SQL projection of every field",
+            "q1": "Flink SQL filter; the currency conversion a Python scalar UDF per bid",
+            "q2": "Flink SQL filter on the kind; auction % 123 = 0 a Python scalar UDF",
+            "q3": "Flink SQL regular join (unbounded state) of the filtered persons and auctions",
+            "q5": "Flink SQL HOP window count per auction, then a window Top-N (row_number = 1)",
+            "q7": "Flink SQL TUMBLE window Top-N by (price, auction, bidder, date_time)",
+            "q8": "Flink SQL window join of the TUMBLE windows of persons and auctions on person id",
+            "q13": "Flink SQL filter; the side-input lookup a Python scalar UDF per bid (a dict)",
         }.items()
     },
 }
@@ -362,6 +396,25 @@ def _not_run(peer: str, query: str, events: int, note: str) -> PeerRun:
     return PeerRun(peer, query, events, None, None, False, note)
 
 
+def runner_command(
+    python: str,
+    peer: str,
+    query: str,
+    events_file: Path,
+    out_json: Path,
+    window_ms: int = WINDOW_MS,
+    slide_ms: int = SLIDE_MS,
+) -> list[str]:
+    """The command running ``peer``'s runner module on ``query`` with the interpreter ``python``."""
+    runner = "pyflink" if peer in PYFLINK_PEERS else peer
+    command = [python, "-m", f"bench.nexmark_peers.{runner}_runner", "--query", query]
+    command += ["--events-file", str(events_file), "--out-json", str(out_json)]
+    command += ["--window-ms", str(window_ms), "--slide-ms", str(slide_ms)]
+    if peer in PYFLINK_PEERS:
+        command += ["--parallelism", str(PYFLINK_PEERS[peer])]
+    return command
+
+
 def run_peer_on_file(
     peer: str,
     query: str,
@@ -383,9 +436,7 @@ def run_peer_on_file(
         return _not_run(peer, query, events, f"not installed: {error}")
     python = str(venvs.venv_python(peer))
     out_json = Path(events_file).with_name(f"peer-{peer}-{query}-{os.getpid()}.json")
-    command = [python, "-m", f"bench.nexmark_peers.{peer}_runner", "--query", query]
-    command += ["--events-file", str(events_file), "--out-json", str(out_json)]
-    command += ["--window-ms", str(window_ms), "--slide-ms", str(slide_ms)]
+    command = runner_command(python, peer, query, events_file, out_json, window_ms, slide_ms)
     env = {
         **os.environ,
         "PYSPARK_PYTHON": python,

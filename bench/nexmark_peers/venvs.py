@@ -37,6 +37,9 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
 }
 """The pinned packages of each peer (all have CPython 3.11 manylinux x86_64 wheels or are pure)."""
 
+SHARED_VENVS: dict[str, str] = {"pyflink2": "pyflink"}
+"""Peers that run in another peer's venv (the same package at another parallelism)."""
+
 REPORTED_PACKAGES: dict[str, tuple[str, ...]] = {
     "pyspark": ("pyspark", "py4j", "pandas", "pyarrow", "numpy"),
     "bytewax": ("bytewax",),
@@ -52,6 +55,7 @@ class PeerInstallError(RuntimeError):
 
 def venv_dir(peer: str) -> Path:
     """The virtualenv directory of ``peer``."""
+    peer = SHARED_VENVS.get(peer, peer)
     if peer not in REQUIREMENTS:
         raise ValueError(f"unknown peer {peer!r}; known: {sorted(REQUIREMENTS)}")
     return VENVS_DIR / peer
@@ -100,6 +104,7 @@ def _installed_versions(peer: str) -> dict[str, str]:
 
 def ensure_venv(peer: str, log: bool = True) -> dict[str, str]:
     """Make ``peer``'s virtualenv unless a ready one exists; its installed versions of note."""
+    peer = SHARED_VENVS.get(peer, peer)
     directory = venv_dir(peer)
     if _is_ready(peer):
         stamp = read_stamp(peer) or {}
