@@ -54,7 +54,8 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_RATE = 100_000
 """Events per second per member of a latency run (the issue's target rate)."""
 PLAIN = "plain"
-PEER_NAMES = ("pyspark", "bytewax")
+PEER_NAMES = ("pyspark", "bytewax", "pyflink", "pyflink2")
+"""The peers ``--peers`` runs by default (besides the plain loop); ``bench.nexmark_peers.PEERS`` has all."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -140,7 +141,12 @@ def add_arguments(parser: argparse.ArgumentParser, checkout_defaults: bool = Fal
         help="latency runs without and/or with EXACTLY_ONCE snapshots every second (default both)",
     )  # fmt: skip
     parser.add_argument(
-        "--peers", type=_csv, default=(PLAIN, *PEER_NAMES), help="plain,pyspark,bytewax (default all)"
+        "--peers",
+        type=_csv,
+        default=(PLAIN, *PEER_NAMES),
+        help="plain and peers of bench/nexmark_peers, comma-separated (default "
+        + ",".join((PLAIN, *PEER_NAMES))
+        + ")",
     )
     parser.add_argument("--peer-events", type=int, default=500_000, help="events each peer processes")
     parser.add_argument("--peer-timeout", type=float, default=600.0, help="seconds a peer run may take")
