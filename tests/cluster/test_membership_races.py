@@ -242,3 +242,49 @@ def test_a_member_that_dropped_everyone_else_is_not_admitted_back_as_it_was_but_
     assert m2.local.uuid != old_uuid
     assert _formed(net) and net.coordinators() == {"m1"}, net.lists()
     assert {m.member_list.get("m2").uuid for m in net.members.values()} == {m2.local.uuid}  # type: ignore[union-attr]
+
+
+class OneWayCut(Network):
+    """A :class:`Network` that loses every message from one member to another (one direction)."""
+
+    def __init__(self, sender: str, target: str) -> None:
+        super().__init__()
+        self.link = (sender, target)
+        self.cutting = False
+
+    def deliver(self) -> None:
+        due = [q for q in self._queue if q[0] <= self.now]
+        self._queue = [q for q in self._queue if q[0] > self.now]
+        for _, _, target, message in sorted(due):
+            sender = message.get("name") or message.get("by") or message.get("member", {}).get("name")
+            if target in self.members and not (self.cutting and (sender, target) == self.link):
+                self.send(self.members[target].receive(message, self.now))
+
+
+def test_a_member_that_alone_stops_hearing_the_coordinator_keeps_it_and_never_says_it_was_removed() -> None:
+    # given a formed cluster m1 (coordinator), m2, m3, m4, and m4 alone no longer hearing m1 for
+    # longer than the failure timeout while m2 (the next in line) still hears it (seen in chaos
+    # two-kills-backup1 seed 10 under load 28: m4 dropped m1 by itself, refused its requests,
+    # and answered m1's question after its own stall with 'removed': the coordinator forgot its
+    # jobs while m2 and m3 still followed it)
+    net = OneWayCut("m1", "m4")
+    seeds = tuple(f"m{i}:8701" for i in range(1, 5))
+    for i in range(1, 5):
+        net.add(f"m{i}", i, seeds)
+    net.run(500)
+    assert _formed(net) and net.coordinators() == {"m1"}
+    m1 = net.members["m1"]
+    net.cutting = True
+    net.run(3 * TIMEOUT)
+    # then the member not next in line keeps the coordinator: only the next in line decides
+    # that the coordinator is gone (and then publishes the list that drops it)
+    assert len(set(net.lists().values())) == 1 and len(net.lists()["m4"]) == 4, net.lists()
+    # and when the coordinator comes back from a stall of its own and asks whether it belongs,
+    # nobody tells it that it was removed
+    m1.suspect = True
+    net.run(5 * HEARTBEAT)
+    assert not m1.take_removed()
+    assert not m1.suspect and m1.take_confirmed()
+    net.cutting = False
+    net.run(5 * HEARTBEAT)
+    assert _formed(net) and net.coordinators() == {"m1"}

@@ -43,7 +43,13 @@ or, until that is wired, authenticated REST calls.
   each ``heartbeat_interval_millis``. A member not heard from for
   ``failure_timeout_millis`` is removed by the coordinator, which publishes
   the new list. When the coordinator itself falls silent, the next-oldest
-  member removes it, becomes coordinator and publishes.
+  member removes it, becomes coordinator and publishes (if it is silent too,
+  the next one whose elders are all silent). No other member drops anyone
+  on its own: one that alone stops hearing the coordinator keeps it until a
+  published list drops it, so that the members never hold different views
+  of who is in the cluster (a member that dropped the coordinator by itself
+  refused its requests and told it that it was removed, while the others
+  still followed it).
 * Pauses and removal: a member whose own ticks stopped for longer than the
   failure timeout (SIGSTOP, a stalled machine) does not conclude that
   everyone else died: it restarts their clocks and is *suspect*
@@ -225,8 +231,12 @@ class Membership:
         return out
 
     def _remove_silent(self, silent: set[str]) -> list[Outgoing]:
-        coordinator = self.member_list.coordinator.name
-        if not self.is_coordinator and coordinator not in silent:
+        names = self.member_list.names
+        older = names[: names.index(self.local.name)]
+        if not all(name in silent for name in older):
+            # the coordinator removes; when it is silent, the next in line (every older member
+            # silent) takes over. Any other member waits for that one's list: dropping the
+            # coordinator alone (it may only be slow to reach this member) would split the view
             return []
         self.member_list = self.member_list.without(silent)
         for name in silent:
@@ -365,9 +375,24 @@ class Membership:
         listed = published.get(self.local.name)
         if listed is None or listed.uuid != self.local.uuid:
             return []  # not about this member (nor about this incarnation of its name)
-        if prevails(published.view, self.member_list.view):
+        mine = self.member_list.view
+        if prevails(published.view, mine) or self._drops_silent_coordinator(published, now_ms):
             self._adopt(published, now_ms)
         return []
+
+    def _drops_silent_coordinator(self, published: MemberList, now_ms: int) -> bool:
+        """Whether ``published`` leaves out this member's coordinator, which it no longer hears either.
+
+        Such a list comes from the member next in line, which took over (this member waited for it
+        rather than dropping the coordinator alone, see ``_remove_silent``): it is adopted although
+        the older coordinator's list would prevail by age.
+        """
+        coordinator = self.member_list.coordinator
+        if coordinator.name == self.local.name:
+            return False
+        listed = published.get(coordinator.name)
+        silent = now_ms - self._last_heard.get(coordinator.name, now_ms) > self.failure_timeout
+        return silent and (listed is None or listed.uuid != coordinator.uuid)
 
     def describe(self) -> dict[str, Any]:
         """The member list as ``/cluster`` shows it."""
