@@ -93,6 +93,9 @@ _TICK_S = 0.05
 ALONE_RESUME_S = 30.0
 """How long a member with seeds and a snapshot directory waits to join before it resumes the
 directory's jobs as a cluster of one (see ``Member._recover_offloaded_jobs``)."""
+LONE_TAKE_OVER_HEARTBEATS = 3
+"""Heartbeat intervals a member that dropped every other member waits before it takes their jobs
+over: time for its join to be answered ``removed`` if it was the one cut off (see coordination.py)."""
 
 SWITCH_INTERVAL_S = 0.001
 EXIT_REFUSED = 3
@@ -435,6 +438,7 @@ class Member:
             flow,
             self.has_quorum,
             config.snapshot_directory,
+            LONE_TAKE_OVER_HEARTBEATS * config.heartbeat_interval_millis / 1000,
         )
         app = rest.create_app(
             self.service,

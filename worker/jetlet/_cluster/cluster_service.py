@@ -78,6 +78,7 @@ class ClusterJobService:
         flow: remote.FlowSettings | None = None,
         has_quorum: Callable[[], bool] = lambda: True,
         snapshot_directory: str = "",
+        lone_take_over_delay_s: float = 0.0,
     ) -> None:
         self.member_name = member_name
         self.instance = instance
@@ -123,6 +124,7 @@ class ClusterJobService:
             has_quorum,
             self.executions.cancel_coordinated_by,
             transport.is_connected,
+            lone_take_over_delay_s,
         )
         self.channel.register(Operation.READ_ALL, self._read_all)
         self.channel.register(Operation.DESTROY, self._destroy)

@@ -16,7 +16,12 @@ on it at once; when its connection is back while the list still holds it
 declared gone only by the membership (:meth:`Coordination.on_members_changed`,
 after its failure timeout): then its executions everywhere are cancelled and
 the next-oldest member takes over. So a reset link never makes two members
-coordinate. Members that joined make auto-scaling jobs rescale. A member
+coordinate. A member that takes over *alone* (its failure detector dropped
+every other member) waits ``lone_take_over_delay_s`` first: if it was the
+one cut off, its join to the others is answered ``removed`` meanwhile (see
+:mod:`jetlet._cluster.membership`) and it starts over instead of running the
+cluster's jobs beside the cluster; if the others did die, it takes over a
+few heartbeats late. Members that joined make auto-scaling jobs rescale. A member
 that announces a graceful leave (``leaving``) is left out of new executions
 at once.
 
@@ -67,8 +72,11 @@ class Coordination:
         has_quorum: Callable[[], bool],
         coordinator_lost: Callable[[str, str], None],
         is_connected: Callable[[str], bool],
+        lone_take_over_delay_s: float = 0.0,
     ) -> None:
         self.member_name = member_name
+        self.lone_take_over_delay_s = lone_take_over_delay_s
+        """How long a member that dropped every other member waits before it takes their jobs over."""
         self.serial = serial
         self.channel = channel
         self.members = members
@@ -135,6 +143,7 @@ class Coordination:
             self.members.members_changed(names)
             if len(names) > 1 and self.member_name in names:
                 self._rejoining = False
+                self.serial.submit(self.lifecycle.rejoined)
                 log.info("member %s is back in a cluster of %d", self.member_name, len(names))
             return
         before = self.members.known()
@@ -211,10 +220,22 @@ class Coordination:
             self._coordinator_lost(peer, f"its coordinator {peer} left the cluster")
         if not self.members.is_coordinator():
             return
-        if was_coordinator:
+        if was_coordinator and self.lone_take_over_delay_s > 0 and self.members.all() == [self.member_name]:
+            self.serial.call_later(self.lone_take_over_delay_s, self._take_over_alone, peer)
+        elif was_coordinator:
             self.serial.submit(self.lifecycle.take_over, peer)
         else:
             self.serial.submit(self.lifecycle.member_lost, peer, why)
+
+    def _take_over_alone(self, peer: str) -> None:
+        """Take over from ``peer`` unless this member learnt meanwhile that the cluster goes on
+        without it (it was removed, or another list that it belongs to names another coordinator)."""
+        if self._closed or self._rejoining or not self.members.is_coordinator():
+            log.info(
+                "member %s does not take over from %s: the cluster goes on without it", self.member_name, peer
+            )
+            return
+        self.lifecycle.take_over(peer)
 
     def _on_leaving(self, peer: str, body: dict[str, Any]) -> control.Result:
         """``peer`` leaves gracefully; the coordinator answers once it may go (its jobs and data moved)."""
