@@ -469,11 +469,19 @@ class JobCoordinator:
         return resumed
 
     def clear(self) -> None:
-        """Forget every execution and timer (this member was removed from its cluster)."""
+        """Forget every execution and timer (this member was removed from its cluster).
+
+        Until it is back in a cluster (:meth:`rejoined`), operations asked of it answer 'retry':
+        alone, it would answer from its emptied table that a running job does not exist.
+        """
         self._executions.clear()
         self._left.clear()
         self._timeouts.clear()
         self._scale_up.cancel()
+        self.ready = False
+
+    def rejoined(self) -> None:
+        """This member is back in a cluster: it answers again (as its coordinator, if it becomes one)."""
         self.ready = True
 
     def close(self) -> None:
