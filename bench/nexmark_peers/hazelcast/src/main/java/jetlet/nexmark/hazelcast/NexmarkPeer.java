@@ -34,6 +34,7 @@ import java.util.logging.Logger;
 public final class NexmarkPeer {
     private static final Logger HAZELCAST_LOG = Logger.getLogger("com.hazelcast");
     private static final long JOIN_TIMEOUT_MS = 120_000;
+    private static final int FIRST_PORT = 5701;
 
     private NexmarkPeer() {
     }
@@ -52,7 +53,8 @@ public final class NexmarkPeer {
         long count = Long.parseLong(args.get("events"));
         int members = Integer.parseInt(args.getOrDefault("members", "1"));
         String cluster = "nexmark-" + ProcessHandle.current().pid();
-        HazelcastInstance first = Hazelcast.newHazelcastInstance(config(cluster, 5701, null));
+        HazelcastInstance first = Hazelcast.newHazelcastInstance(config(cluster, FIRST_PORT,
+            members == 2 ? FIRST_PORT : null));
         Process second = members == 2 ? startMember(cluster, first.getCluster().getLocalMember().getAddress().getPort())
             : null;
         try {
@@ -100,7 +102,10 @@ public final class NexmarkPeer {
         return args;
     }
 
-    /** A member of {@code cluster} on 127.0.0.1 from {@code port} up, joining {@code joinPort} if given. */
+    /**
+     * A member of {@code cluster} on 127.0.0.1 from {@code port} up; with a {@code joinPort}, TCP-IP
+     * join to 127.0.0.1 there (both members must use TCP-IP), without, a standalone member.
+     */
     static Config config(String cluster, int port, Integer joinPort) {
         Config config = new Config();
         config.setClusterName(cluster);

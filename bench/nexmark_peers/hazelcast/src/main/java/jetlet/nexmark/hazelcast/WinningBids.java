@@ -1,5 +1,6 @@
 package jetlet.nexmark.hazelcast;
 
+import com.hazelcast.function.ComparatorEx;
 import com.hazelcast.jet.Traverser;
 import com.hazelcast.jet.Traversers;
 import com.hazelcast.jet.core.AbstractProcessor;
@@ -58,7 +59,7 @@ final class WinningBids {
      * arrive in from the parallel closing processors. Rows {seller, average, winners so far}.
      */
     static StreamStage<Object[]> q6(StreamStage<Object> events, long lastTime) {
-        Comparator<Events.Auction> closing = Comparator.comparingLong(Events.Auction::expires)
+        ComparatorEx<Events.Auction> closing = ComparatorEx.comparingLong(Events.Auction::expires)
             .thenComparingLong(Events.Auction::id);
         return winners(events, lastTime)
             .groupingKey(w -> w.auction().seller())
