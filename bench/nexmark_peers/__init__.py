@@ -124,20 +124,6 @@ _NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
         "builds on Q4's winning bids (per-auction event-time close at expiry), which Bytewax 0.21's "
         "operators cannot express (notify_at is system time; windowers are fixed-size)"
     ),
-    **{
-        (peer, query): reason
-        for peer in PYFLINK_PEERS
-        for query, reason in {
-            "q4": (
-                "not written in the PyFlink runner yet (Flink can express it: a KeyedProcessFunction "
-                "per auction with an event-time timer at its expiry, then an average per category)"
-            ),
-            "q6": (
-                "not written in the PyFlink runner yet (Flink can express it: Q4's winning bids, then "
-                "a keyed function keeping each seller's last 10)"
-            ),
-        }.items()
-    },
 }
 _HOW: dict[tuple[str, str], str] = {
     ("pyspark", "q5"): "windowed count per auction in append mode; top per window in foreachBatch",
@@ -184,6 +170,15 @@ _HOW: dict[tuple[str, str], str] = {
             "q7": "Flink SQL TUMBLE window Top-N by (price, auction, bidder, date_time)",
             "q8": "Flink SQL window join of the TUMBLE windows of persons and auctions on person id",
             "q13": "Flink SQL filter; the side-input lookup a Python scalar UDF per bid (a dict)",
+            "q4": (
+                "DataStream of auctions and bids (from Flink SQL) keyed by auction id: a Python "
+                "KeyedProcessFunction with an event-time timer at each auction's expiry emits its "
+                "winning bid, then a Python keyed function averages per category"
+            ),
+            "q6": (
+                "Q4's Python KeyedProcessFunction per auction (event-time timer at the expiry), then a "
+                "Python keyed function per seller keeping its 10 latest winners by (expires, id)"
+            ),
         }.items()
     },
 }

@@ -34,6 +34,15 @@ window Top-N; Q7 SQL: a ``TUMBLE`` window Top-N; Q8 SQL: a window join of two ``
 Q13 a SQL filter, the side-input lookup a Python UDF per bid (a dict of the 500 entries). At the
 end of the bounded input Flink's watermark goes to the maximum and every window fires; the windows
 not closed by the last event are dropped when the rows are read back (the canonical rule).
+
+Q4 and Q6 close each auction at its own expiry, which Flink SQL has no window for: the auctions and
+bids (selected in SQL) become a DataStream (``to_data_stream`` keeps the event time and the
+watermarks) keyed by auction id, on which a Python ``KeyedProcessFunction`` (:class:`WinningBids`)
+keeps the auction and its best valid bid and emits the winner from an event-time timer at the
+expiry; a second Python keyed function averages per category (Q4) or over each seller's 10 latest
+winners (Q6), emitting every update with its count of updates; the result goes back to a Table and
+into the sink, and the row with the most updates is each key's last value (the canonical rule for
+updating queries).
 """
 
 from __future__ import annotations
@@ -51,7 +60,10 @@ from typing import Any  # noqa: E402
 import pyflink.version  # noqa: E402
 from bench import nexmark_peers as peers  # noqa: E402
 from bench.nexmark_peers import pyflink_queries as sql  # noqa: E402
-from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment  # noqa: E402
+from pyflink.common import Configuration, Row, Types  # noqa: E402
+from pyflink.datastream import KeyedProcessFunction, RuntimeContext, StreamExecutionEnvironment  # noqa: E402
+from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor  # noqa: E402
+from pyflink.table import DataTypes, StreamTableEnvironment, Table  # noqa: E402
 from pyflink.table.udf import udf  # noqa: E402
 
 WARMUP_EVENTS = 2_000
@@ -60,22 +72,122 @@ WARMUP_EVENTS = 2_000
 # --------------------------------------------------------------------------- running
 
 
-def environment(parallelism: int, python_mode: str) -> TableEnvironment:
-    """A streaming TableEnvironment: UTC, ``parallelism`` tasks, the UDFs in this interpreter."""
-    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    config = t_env.get_config()
-    config.set("table.local-time-zone", "UTC")
-    config.set("parallelism.default", str(parallelism))
-    config.set("python.executable", sys.executable)
-    config.set("python.client.executable", sys.executable)
-    config.set("python.execution-mode", python_mode)
+def environment(parallelism: int, python_mode: str) -> StreamTableEnvironment:
+    """A streaming table environment: UTC, ``parallelism`` tasks, the UDFs in this interpreter."""
+    config = Configuration()
+    config.set_string("parallelism.default", str(parallelism))
+    config.set_string("python.executable", sys.executable)
+    config.set_string("python.client.executable", sys.executable)
+    config.set_string("python.execution-mode", python_mode)
+    t_env = StreamTableEnvironment.create(StreamExecutionEnvironment.get_execution_environment(config))
+    t_env.get_config().set("table.local-time-zone", "UTC")
     for name, (function, result_type) in sql.PYTHON_FUNCTIONS.items():
         t_env.create_temporary_function(name, udf(function, result_type=getattr(DataTypes, result_type)()))
     return t_env
 
 
-def run_job(t_env: TableEnvironment, args: argparse.Namespace, events_file: Path, out_dir: Path) -> float:
-    """Run the query over ``events_file`` into ``out_dir``; Flink's net runtime of the job (s)."""
+class WinningBids(KeyedProcessFunction):  # type: ignore[misc]
+    """Q4/Q6, per auction id: the auction, its best valid bid so far, the bids that came before it;
+    an event-time timer at ``expires - 1`` (the watermark is 1 ms behind the greatest time, so it
+    fires once an event at or after the expiry was read) emits ``(id, expires, category, seller,
+    price)`` of the winner. At the end of the input Flink's watermark jumps to the maximum and fires
+    every timer left: of those, only auctions whose expiry is at most the file's last event time
+    (``last_time``, read before the job, as the window queries' closed-window rule uses it) closed."""
+
+    def __init__(self, last_time: int) -> None:
+        self.last_time = last_time
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        pickled = Types.PICKLED_BYTE_ARRAY()
+        self.auction = runtime_context.get_state(ValueStateDescriptor("auction", pickled))
+        self.best = runtime_context.get_state(ValueStateDescriptor("best", pickled))
+        self.early = runtime_context.get_list_state(ListStateDescriptor("early", pickled))
+
+    def _consider(self, auction: sql.Auction, price: int, date_time: int) -> None:
+        if sql.beats(auction, self.best.value(), price, date_time):
+            self.best.update((price, date_time))
+
+    def process_element(self, row: Row, ctx: KeyedProcessFunction.Context) -> None:
+        kind, key, _, price, date_time, expires, reserve, category, seller, _ = row
+        if kind == "auction":
+            auction = (key, date_time, expires, reserve, category, seller)
+            self.auction.update(auction)
+            for early_price, early_time in self.early.get():
+                self._consider(auction, early_price, early_time)
+            self.early.clear()
+            ctx.timer_service().register_event_time_timer(expires - 1)
+            return
+        known = self.auction.value()
+        if known is None:
+            self.early.add((price, date_time))
+        else:
+            self._consider(known, price, date_time)
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> list[Row]:
+        auction, best = self.auction.value(), self.best.value()
+        self.auction.clear()
+        self.best.clear()
+        if auction is None or best is None or auction[2] > self.last_time:
+            return []
+        return [Row(auction[0], auction[2], auction[4], auction[5], best[0])]
+
+
+class CategoryAverage(KeyedProcessFunction):  # type: ignore[misc]
+    """Q4, per category: the average winning price so far, with how many winners it averages."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.sums = runtime_context.get_state(ValueStateDescriptor("sums", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, winner: Row, ctx: KeyedProcessFunction.Context) -> list[Row]:
+        total, count = self.sums.value() or (0, 0)
+        total, count = total + winner[4], count + 1
+        self.sums.update((total, count))
+        return [Row(winner[2], round(total / count, 6), count)]
+
+
+class SellerAverage(KeyedProcessFunction):  # type: ignore[misc]
+    """Q6, per seller: the average price of its latest 10 winners, with how many winners it has had."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.kept = runtime_context.get_state(ValueStateDescriptor("kept", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, winner: Row, ctx: KeyedProcessFunction.Context) -> list[Row]:
+        kept, seen = self.kept.value() or ([], 0)
+        kept = sql.latest_winners(kept, (winner[1], winner[0], winner[4]))
+        self.kept.update((kept, seen + 1))
+        return [Row(winner[3], round(sum(price for _, _, price in kept) / len(kept), 6), seen + 1)]
+
+
+def winning_bids_table(t_env: StreamTableEnvironment, query: str, last_time: int) -> Table:
+    """Q4/Q6 as Python keyed functions on the DataStream of auctions and bids, back as a Table."""
+    stream = t_env.to_data_stream(t_env.sql_query(sql.WINNING_BIDS_INPUT))
+    winners = stream.key_by(lambda row: row[1] if row[0] == "auction" else row[2], key_type=Types.LONG())
+    winner_type = Types.ROW_NAMED(["id", "expires", "category", "seller", "price"], [Types.LONG()] * 5)
+    won = winners.process(WinningBids(last_time), output_type=winner_type)
+    key, field, function = (
+        (2, "category", CategoryAverage()) if query == "q4" else (3, "seller", SellerAverage())
+    )
+    averages = won.key_by(lambda winner: winner[key], key_type=Types.LONG()).process(
+        function,
+        output_type=Types.ROW_NAMED(
+            [field, "average_price", "updates"], [Types.LONG(), Types.DOUBLE(), Types.LONG()]
+        ),
+    )
+    return t_env.from_data_stream(averages)
+
+
+def query_table(t_env: StreamTableEnvironment, args: argparse.Namespace, last_time: int) -> Table:
+    """The query's result table: SQL, or for Q4/Q6 the keyed Python functions."""
+    if args.query in sql.UPDATING:
+        return winning_bids_table(t_env, args.query, last_time)
+    return t_env.sql_query(sql.select(args.query, args.window_ms, args.slide_ms))
+
+
+def run_job(
+    t_env: StreamTableEnvironment, args: argparse.Namespace, events_file: Path, out_dir: Path, last_time: int
+) -> float:
+    """Run the query over ``events_file`` (its last event at ``last_time``) into ``out_dir``; Flink's
+    net runtime of the job (s)."""
     for view in sql.VIEWS:
         t_env.execute_sql(f"DROP TEMPORARY VIEW IF EXISTS {view}")
     t_env.execute_sql("DROP TEMPORARY TABLE IF EXISTS events")
@@ -84,8 +196,7 @@ def run_job(t_env: TableEnvironment, args: argparse.Namespace, events_file: Path
     for view, body in sql.VIEWS.items():
         t_env.execute_sql(f"CREATE TEMPORARY VIEW {view} AS {body}")
     t_env.execute_sql(sql.sink_ddl(args.query, out_dir))
-    query = sql.select(args.query, args.window_ms, args.slide_ms)
-    result = t_env.sql_query(query).execute_insert("results")
+    result = query_table(t_env, args, last_time).execute_insert("results")
     result.wait()
     job_client = result.get_job_client()
     if job_client is None:
@@ -110,10 +221,12 @@ def measure(args: argparse.Namespace, events: int, report: dict[str, Any]) -> No
     with tempfile.TemporaryDirectory(prefix="nexmark-flink-") as scratch:
         work = Path(scratch)
         t_env = environment(args.parallelism, args.python_mode)
-        run_job(t_env, args, head(args.events_file, WARMUP_EVENTS, work), work / "warmup-out")
+        warmup = head(args.events_file, WARMUP_EVENTS, work)
+        run_job(t_env, args, warmup, work / "warmup-out", peers.max_event_time(warmup))
+        last_time = peers.max_event_time(args.events_file)
         startup = time.perf_counter() - STARTED
         began = time.perf_counter()
-        net_runtime = run_job(t_env, args, args.events_file, work / "out")
+        net_runtime = run_job(t_env, args, args.events_file, work / "out", last_time)
         seconds = time.perf_counter() - began
         emitted, rows = sql.canonical_rows(args.query, work / "out", args.events_file)
     count, digest = peers.digest(rows)
