@@ -352,7 +352,7 @@ class Node:
             self.tables,  # type: ignore[arg-type]
             PARTITIONS,
             cluster.scale_up_delay_s,
-            lambda: True,
+            cluster.has_quorum,
             self.executions.cancel_coordinated_by,
             lambda peer: cluster.connected(name, peer),
         )
@@ -372,6 +372,8 @@ class InMemoryCluster:
         self.frames: collections.deque[tuple[str, str, bytes]] = collections.deque()
         self.alive: set[str] = set()
         self.member_list: list[str] = []
+        self.largest = 0
+        """The most members listed at once (split-brain protection's 'last known size')."""
         self.nodes: dict[str, Node] = {}
         self.snapshot_counts: dict[str, dict[str, int]] = {}
         self.cut: set[frozenset[str]] = set()
@@ -384,8 +386,13 @@ class InMemoryCluster:
         self.nodes[name] = node
         self.alive.add(name)
         self.member_list.append(name)
+        self.largest = max(self.largest, len(self.member_list))
         self._publish()
         return node
+
+    def has_quorum(self) -> bool:
+        """Whether the members listed are a majority of the most ever listed (``membership.has_quorum``)."""
+        return len(self.member_list) > self.largest // 2
 
     def _publish(self) -> None:
         for name in sorted(self.alive):

@@ -252,11 +252,16 @@ def test_split_brain_protection_keeps_a_minority_from_running_the_job() -> None:
         wait_for(lambda: len(client.cluster().members) == 1, "the dead members to be removed")
         p = Pipeline()
         p.read_from(Sources.items(1, 2, 3)).write_to(Sinks.list("quorum"))
-        # when a job asks for split-brain protection, then it does not run, and says why
+        # when a job asks for split-brain protection, then it does not run: it waits, NOT_RUNNING
+        # (as in Jet), for members to join, and says why
         protected = client.new_job(p, jetlet.JobConfig(split_brain_protection=True))
-        with pytest.raises(jetlet.JobFailedError, match="split-brain protection"):
-            protected.join(30)
+        wait_for(lambda: protected.status == jetlet.JobStatus.NOT_RUNNING, "the job to wait for a majority")
+        feed = client.events(timeout=1)
+        reasons = [e.reason for e in feed if e.job_id == protected.id and e.status == "NOT_RUNNING"]
+        assert any("split-brain protection" in r for r in reasons), reasons
         assert client.get_list("quorum") == []
+        protected.cancel()
+        assert protected.status == jetlet.JobStatus.FAILED
         # and a job without it runs on the member that is left
         client.new_job(p).join(30)
         assert sorted(client.get_list("quorum")) == [1, 2, 3]

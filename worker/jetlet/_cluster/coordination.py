@@ -166,6 +166,8 @@ class Coordination:
         joined = [m for m in joined if m != self.member_name]
         if self.members.is_coordinator() and not self._closed:
             self.serial.submit(self._install_table_if_idle)
+            if dropped:
+                self.serial.submit(self.lifecycle.members_dropped)
             if joined and before:
                 self.serial.submit(self.lifecycle.members_joined, joined)
 

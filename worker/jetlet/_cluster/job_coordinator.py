@@ -117,6 +117,8 @@ class JobCoordinator:
         """Per job: executions started again in a row because an init could not reach a member."""
         self._scale_up = scale_up.ScaleUp(serial, jobs, members, scale_up_delay_s, self._restart)
         self._left: set[str] = set()
+        self._awaiting_quorum: set[int] = set()
+        """Jobs with split-brain protection that wait, NOT_RUNNING, for a majority of members."""
         self._timeouts = job_timeouts.JobTimeouts(serial, jobs, self.fail)
         self.ready = True
         """False while a take-over is loading the job records (operations then answer 'retry')."""
@@ -143,11 +145,7 @@ class JobCoordinator:
     def start_execution(self, entry: JobEntry) -> None:
         """Run the job (again) on the members there are now, as a new execution."""
         if entry.config.get("split_brain_protection") and not self._has_quorum():
-            entry.failure = (
-                "split-brain protection: the cluster has lost the majority of its last known size "
-                f"({len(self._members.all())} members now), so the job does not run"
-            )
-            self._jobs.transition(entry, Status.FAILED, entry.failure)
+            self._await_quorum(entry)
             return
         if entry.final_commit:  # a coordinator that took over, say: the sinks may have committed output
             entry.failure = job_ending.cannot_restart(entry, "its execution stopped")
@@ -408,12 +406,45 @@ class JobCoordinator:
                 self.member_done(entry, entry.execution_id, member, {})
 
     def members_joined(self, joined: list[str]) -> None:
-        """New members: auto-scaling jobs rescale onto them after ``scale_up_delay_millis``."""
+        """New members: auto-scaling jobs rescale onto them after ``scale_up_delay_millis``; jobs
+        waiting for a majority start once there is one."""
         for member in joined:
             self._left.discard(member)
             self._events.append(records.EventKind.MEMBER_JOINED, member=member)
             self._log_members(f"member {member} joined")
         self._scale_up.joined()
+        if self._awaiting_quorum and self._has_quorum():
+            waiting = [self._jobs.get(job_id) for job_id in sorted(self._awaiting_quorum)]
+            self._awaiting_quorum.clear()
+            for entry in waiting:
+                if entry is not None and entry.status is Status.NOT_RUNNING:
+                    log.info("%s: a majority is back: it runs again", named(entry), extra=about(entry))
+                    self.start_execution(entry)
+
+    def members_dropped(self) -> None:
+        """The membership dropped members: jobs with split-brain protection stop unless a majority is
+        left (a job restarted at once on a lost connection, while the lost were still listed, must not
+        run on in a minority once the membership drops them)."""
+        if self._has_quorum():
+            return
+        for entry in list(self._executions.values()):
+            if entry.config.get("split_brain_protection") and entry.stopping is None:
+                self._restart(entry, "split-brain protection: the members left are not a majority")
+
+    def _await_quorum(self, entry: JobEntry) -> None:
+        """Split-brain protection without a majority: the job waits, NOT_RUNNING, as in Jet.
+
+        It runs again (from its last snapshot) once members join and the members present are a
+        majority of the largest cluster known again; a side of a split that is a minority never
+        runs it meanwhile. Failing it instead would end for good a job that the majority runs on.
+        """
+        self._executions.pop(entry.execution_id, None)
+        self._awaiting_quorum.add(entry.id)
+        reason = (
+            "split-brain protection: the members present are not a majority of the largest cluster "
+            f"known ({len(self._members.all())} now): the job waits for members to join"
+        )
+        self._jobs.transition(entry, Status.NOT_RUNNING, reason)
 
     def _member_left(self, member: str, why: str) -> None:
         """One ``member_left`` event per departure (a leave, then its connection dropping, is one)."""
@@ -476,6 +507,7 @@ class JobCoordinator:
         """
         self._executions.clear()
         self._left.clear()
+        self._awaiting_quorum.clear()
         self._timeouts.clear()
         self._scale_up.cancel()
         self.ready = False

@@ -183,7 +183,7 @@ class JobOperations:
         entry = self._jobs.find(body["key"])
         if entry.is_terminal:
             raise errors.JobStateConflictError(f"job {entry.name!r} has already ended ({entry.status.value})")
-        if entry.status is Status.SUSPENDED:  # nothing runs: it just ends
+        if entry.status in (Status.SUSPENDED, Status.NOT_RUNNING):  # nothing runs: it just ends
             entry.failure, entry.cancelled = "the job was cancelled", True
             self._jobs.transition(entry, Status.FAILED, entry.failure)
         else:

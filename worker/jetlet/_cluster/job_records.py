@@ -40,14 +40,19 @@ Status = job.JobStatus
 TERMINAL = records.TERMINAL_STATUSES
 
 ALLOWED: Mapping[Status, frozenset[Status]] = {
-    Status.NOT_RUNNING: frozenset({Status.STARTING, Status.FAILED, Status.SUSPENDED}),
-    Status.STARTING: frozenset({Status.STARTING, Status.RUNNING, Status.FAILED, Status.SUSPENDED}),
-    Status.RUNNING: frozenset({Status.STARTING, Status.SUSPENDED, Status.FAILED, Status.COMPLETED}),
+    Status.NOT_RUNNING: frozenset({Status.NOT_RUNNING, Status.STARTING, Status.FAILED, Status.SUSPENDED}),
+    Status.STARTING: frozenset(
+        {Status.STARTING, Status.RUNNING, Status.FAILED, Status.SUSPENDED, Status.NOT_RUNNING}
+    ),
+    Status.RUNNING: frozenset(
+        {Status.STARTING, Status.SUSPENDED, Status.FAILED, Status.COMPLETED, Status.NOT_RUNNING}
+    ),
     Status.SUSPENDED: frozenset({Status.STARTING, Status.FAILED}),
     Status.FAILED: frozenset(),
     Status.COMPLETED: frozenset(),
 }
-"""Which status may follow which (STARTING -> STARTING: an execution that lost a member before it ran)."""
+"""Which status may follow which (STARTING -> STARTING: an execution that lost a member before it ran;
+-> NOT_RUNNING: a job with split-brain protection waiting for a majority)."""
 
 
 class StopReason(enum.Enum):
