@@ -182,3 +182,21 @@ def test_given_an_ack_then_it_round_trips_without_pickles() -> None:
     assert msg_type is MessageType.FLOW_ACK and remote.decode_message(msg_type, payload) == ack
     with pytest.raises(serialization.SerializationError):
         remote.decode_message(MessageType.FLOW_ACK, serialization.dumps([model.Bid(1, 2, 3, 4, "x")]))
+
+
+def test_given_items_only_cloudpickle_can_carry_then_the_packet_is_encoded_once_by_it(
+    counted_dumps: list[int],
+) -> None:
+    # given items of a class that exists only in this function (the C pickler cannot name it)
+    class Local:
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+    items = [(i, Local(i)) for i in range(500)]
+    # when the chunk is encoded
+    packets = remote.bounded_packets(1, 2, 0, [(0, 0, remote.DATA, items)], 1 << 20)
+    # then one encoding carried it, and the receiver gets equal items back
+    assert len(packets) == len(counted_dumps) == 1 and packets[0].encoded is not None
+    packet = remote.decode_message(MessageType.DATA, packets[0].encoded)
+    assert isinstance(packet, remote.Packet)
+    assert [(ts, item.value) for ts, item in packet.chunks[0][3]] == [(i, i) for i in range(500)]
