@@ -66,7 +66,7 @@ def test_given_a_stream_fed_byte_by_byte_when_decoded_then_frames_arrive_as_soon
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (_header(1, version=PROTOCOL_VERSION + 1) + b"x", "wrong protocol version 2"),
+        (_header(1, version=PROTOCOL_VERSION + 1) + b"x", f"wrong protocol version {PROTOCOL_VERSION + 1}"),
         (_header(1, version=0), "wrong protocol version 0"),
         (_header(1, msg_type=200) + b"x", "unknown message type 200"),
         (_header(1, msg_type=0) + b"x", "unknown message type 0"),

@@ -2,9 +2,11 @@
 
 A sans-IO core, tested without sockets, and one asyncio adapter:
 
-* :mod:`~jetlet._network.serialization` turns items into bytes and back
-  (msgpack, with extension types for what msgpack cannot carry exactly and
-  cloudpickle as the last resort, refused for unauthenticated data);
+* :mod:`~jetlet._network.serialization` turns values (control messages, map entries) into bytes
+  and back (msgpack, with extension types for what msgpack cannot carry
+  exactly and cloudpickle as the last resort, refused for unauthenticated
+  data); the items of distributed edges travel as one pickle per packet
+  (:mod:`~jetlet._network.tasklets`), only on authenticated connections;
 * :mod:`~jetlet._network.frames` cuts the byte stream of one connection into
   length-prefixed, versioned, typed frames;
 * :mod:`~jetlet._network.handshake` is the mutual challenge/response that
