@@ -280,3 +280,18 @@ def test_batch_queries_1_2_and_5_give_the_row_queries_results(jet: jetlet.Embedd
     row_q5 = [x for x in jet.get_list("row-q5") if x[0] <= CLOSED_BY]
     batch_q5 = [x for x in jet.get_list("batch-q5") if x[0] <= CLOSED_BY]
     assert len(row_q5) == closed_windows and batch_q5 == row_q5
+
+
+def test_the_frames_processor_counts_rows_in_and_late_rows_dropped() -> None:
+    spec = bw.Spec(size=10, slide=10, key="k", op="count", value=None, name="count")
+    processor = bw.AccumulateFramesP(spec)
+    outbox = TestOutbox(1, 100)
+    processor.init(outbox, make_context())
+    batch = ColumnBatch({"k": np.array([1, 2, 3]), "t": np.array([5, 25, 30])}, "t")
+    processor.process(0, jetlet.core.Inbox([(30, batch)]))
+    assert not processor.try_process_watermark(Watermark(20))  # a watermark waits for the frame before it
+    assert [end for end, _ in outbox.buckets[0]] == [10]
+    outbox.buckets[0].clear()
+    assert processor.try_process_watermark(Watermark(20))
+    processor.process(0, jetlet.core.Inbox([(30, batch)]))  # its row at 5 is now late
+    assert processor.metrics() == {"lateEventsDropped": 1, "receivedRows": 6}

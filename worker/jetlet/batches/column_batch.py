@@ -104,18 +104,24 @@ class ColumnBatch:
         mask = np.asarray(mask)
         if mask.dtype != np.bool_ or mask.shape != (self._length,):
             raise ValueError(f"a filter mask must be {self._length} booleans, got {mask.dtype} {mask.shape}")
-        return ColumnBatch._of({name: values[mask] for name, values in self._columns.items()}, self.timestamp)
+        return ColumnBatch.unchecked(
+            {name: values[mask] for name, values in self._columns.items()}, self.timestamp
+        )
 
     def with_columns(self, **columns: Column) -> ColumnBatch:
         """This batch with columns replaced or added (the other arrays are shared, not copied)."""
         merged = dict(self._columns)
-        merged.update(columns)
-        return ColumnBatch(merged, self.timestamp)
+        for name, given in columns.items():
+            values = np.asarray(given)
+            if values.shape != (self._length,):
+                raise ValueError(f"column {name!r} has shape {values.shape}, the batch {self._length} rows")
+            merged[name] = values
+        return ColumnBatch.unchecked(merged, self.timestamp)
 
     def select(self, *names: str) -> ColumnBatch:
         """Only the columns ``names``, in that order (keeps the timestamp column's name if selected)."""
         timestamp = self.timestamp if self.timestamp in names else None
-        return ColumnBatch._of({name: self._columns[name] for name in names}, timestamp)
+        return ColumnBatch.unchecked({name: self._columns[name] for name in names}, timestamp)
 
     def rows(self) -> list[tuple[Any, ...]]:
         """The rows as tuples of Python values, in column order (for tests and small results)."""
@@ -127,7 +133,7 @@ class ColumnBatch:
         if not batches:
             raise ValueError("concat needs at least one batch")
         first = batches[0]
-        return ColumnBatch._of(
+        return ColumnBatch.unchecked(
             {name: np.concatenate([b._columns[name] for b in batches]) for name in first._columns},
             first.timestamp,
         )
@@ -162,8 +168,8 @@ class ColumnBatch:
         )
 
     @staticmethod
-    def _of(columns: dict[str, Column], timestamp: str | None) -> ColumnBatch:
-        """A batch from arrays known to be valid (no checks: the fast path of derived batches)."""
+    def unchecked(columns: dict[str, Column], timestamp: str | None) -> ColumnBatch:
+        """A batch of 1-D arrays of one length, as they are (no checks: for sources and derived batches)."""
         batch = ColumnBatch.__new__(ColumnBatch)
         batch._columns = columns
         batch._length = len(next(iter(columns.values()))) if columns else 0

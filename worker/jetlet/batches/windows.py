@@ -8,7 +8,8 @@
   timestamp column); a frame keeps the ``(keys, values)`` columns of its rows as they came, and
   compacts them into one *partial* (unique keys, their aggregate) when it holds more than
   :data:`COMPACT_ROWS` rows. Rows below the last watermark received are late: dropped and counted
-  (``lateEventsDropped``). When the watermark reaches a frame's end the frame is complete: its
+  (``lateEventsDropped``, in rows; ``receivedRows`` counts every row in, where the engine's
+  ``receivedCount`` counts batches). When the watermark reaches a frame's end the frame is complete: its
   partial goes downstream as a ``(frame end, Partial)`` event, then the watermark.
 * **combine** (one processor in the cluster, distributed all-to-one edge): keeps every frame's
   partials; when the watermark reaches a window's end it combines the partials of the window's
@@ -184,6 +185,7 @@ class AccumulateFramesP(proc.Processor):
         self.frames: dict[int, _Frame] = {}
         self.watermark = -(1 << 63)
         self.late = 0
+        self.rows = 0
         self._pending: list[Any] = []
         self._restored_watermarks: list[int] = []
 
@@ -193,6 +195,7 @@ class AccumulateFramesP(proc.Processor):
             times = batch.timestamps()
             keys = batch[spec.key]
             values = None if spec.value is None else batch[spec.value]
+            self.rows += len(times)
             if times.min() < self.watermark:
                 on_time = times >= self.watermark
                 self.late += len(times) - int(on_time.sum())
@@ -260,7 +263,7 @@ class AccumulateFramesP(proc.Processor):
         return True
 
     def metrics(self) -> dict[str, int]:
-        return {"lateEventsDropped": self.late}
+        return {"lateEventsDropped": self.late, "receivedRows": self.rows}
 
 
 class CombineToWindowsP(proc.Processor):

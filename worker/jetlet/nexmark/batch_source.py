@@ -91,7 +91,9 @@ def _bid_offsets(start_kind: int, step: int, length: int) -> np.ndarray[Any, Any
 
 def bid_batch(numbers: Sequence[int], config: fg.FastConfig) -> ColumnBatch:
     """The bids among event ``numbers`` (in their order) as one batch; see the module doc."""
+    ascending = False
     if isinstance(numbers, range) and numbers.step > 0:
+        ascending = True
         offsets = _bid_offsets(numbers.start % fg.PROPORTION_DENOMINATOR, numbers.step, len(numbers))
         ns = numbers.start + numbers.step * offsets
     else:
@@ -99,16 +101,22 @@ def bid_batch(numbers: Sequence[int], config: fg.FastConfig) -> ColumnBatch:
         ns = ns[ns % fg.PROPORTION_DENOMINATOR >= fg.FIRST_BID_KIND]
     arrays = _arrays(config.keys)
     low = ns & fg.MASK
-    high = (ns >> fg.BLOCK_BITS) & fg.MASK
-    a = (low + arrays.rotation_a[high]) & fg.MASK
-    b = (low + arrays.rotation_b[high]) & fg.MASK
+    if ascending and len(ns) and int(ns[0]) >> fg.BLOCK_BITS == int(ns[-1]) >> fg.BLOCK_BITS:
+        # an ascending run within one block of 65,536 numbers has one rotation
+        high = (int(ns[0]) >> fg.BLOCK_BITS) & fg.MASK
+        a = (low + int(arrays.rotation_a[high])) & fg.MASK
+        b = (low + int(arrays.rotation_b[high])) & fg.MASK
+    else:
+        highs = (ns >> fg.BLOCK_BITS) & fg.MASK
+        a = (low + arrays.rotation_a[highs]) & fg.MASK
+        b = (low + arrays.rotation_b[highs]) & fg.MASK
     columns = {
         "auction": arrays.auctions[a],
         "bidder": arrays.people[b],
         "price": arrays.prices[a],
         "date_time": config.base_time + ns * 1000 // config.rate,
     }
-    return ColumnBatch(columns, "date_time")
+    return ColumnBatch.unchecked(columns, "date_time")
 
 
 def bid_rows(events: Sequence[Any]) -> list[tuple[int, int, int, int]]:
@@ -134,8 +142,8 @@ def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
                 time.sleep(IDLE_WAIT_S)
             return
         batch = bid_batch(numbers, state.config)
-        if len(batch):
-            buffer.add(batch, batch.max_timestamp())
+        if len(batch):  # a cursor's numbers ascend, and so do their times: the last is the highest
+            buffer.add(batch, int(batch["date_time"][-1]))
 
 
 def _snapshot(state: _Slice) -> SlicePosition:
