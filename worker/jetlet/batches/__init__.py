@@ -6,6 +6,8 @@
   :mod:`jetlet.pipeline.stages`): a function of a whole batch;
 * :func:`aggregate_windows` (:mod:`~jetlet.batches.windows`): vectorised tumbling and sliding
   window count, sum, min and max keyed by a column, and :func:`top_k` of a window's result;
+* :func:`~jetlet.batches.parquet.parquet_batches`: Parquet files as a batch source of batches
+  (needs pyarrow);
 * :func:`jetlet.nexmark.batch_source.batch_nexmark_source`: NEXMark bids as batches, and
   :mod:`jetlet.nexmark.batch_queries`: queries 1, 2 and 5 on them.
 
