@@ -159,8 +159,9 @@ def peer_run(peer: str, report: dict[str, Any], rows: list[list[Any]], how: str)
     versions = report["versions"]
     note = (
         f"{how}; Hazelcast {versions['hazelcast']} on Java {versions['java']}, {report['members']} "
-        f"member(s); start-up {report['startup_s']:.1f} s (JVMs + members); events generated in a Jet "
-        f"source (Beam's generator in Java); sink: IList"
+        f"member(s); start-up {report['startup_s']:.1f} s (JVMs + members); "
+        f"{report['cpu_s'] * 1e6 / max(report['events'], 1):.2f} CPU µs/event (the JVMs, during the job, "
+        "JIT warm-up included); events generated in a Jet source (Beam's generator in Java); sink: IList"
     )
     return PeerRun(
         peer=peer,

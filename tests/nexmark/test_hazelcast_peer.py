@@ -36,6 +36,7 @@ def _report(rows: int) -> dict[str, Any]:
         "seconds": 0.5,
         "events_per_s": 10000.0,
         "startup_s": 4.25,
+        "cpu_s": 0.75,
         "emitted": rows,
         "results": rows,
         "versions": {"hazelcast": "5.6.0", "java": "17.0.15+6"},
@@ -84,6 +85,7 @@ def test_peer_run_digests_the_rows_and_notes_the_versions() -> None:
     assert run.expressible
     assert "Hazelcast 5.6.0 on Java 17.0.15+6, 2 member(s)" in run.note
     assert "start-up 4.2 s" in run.note
+    assert "150.00 CPU µs/event" in run.note
 
 
 def test_peer_run_refuses_rows_that_disagree_with_the_report() -> None:

@@ -14,6 +14,7 @@ import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -28,8 +29,10 @@ import java.util.logging.Logger;
  * <p>{@code --query q5 --events N --members 1|2 --out-json R --rows-file F}: starts an embedded
  * member (and, for 2 members, a second JVM running this class with {@code --member}, joined by
  * TCP-IP on 127.0.0.1, multicast off), reports that start-up apart, then times one job from
- * submission to completion: the generator source, the query, an IList sink. The rows are read back
- * and written (JSON lines) after the timing. The second member lives until its stdin closes.
+ * submission to completion: the generator source, the query, an IList sink, and the CPU time the
+ * JVMs spent meanwhile (a figure the machine's load moves far less than the wall clock). The rows
+ * are read back and written (JSON lines) after the timing. The second member lives until its stdin
+ * closes.
  */
 public final class NexmarkPeer {
     private static final Logger HAZELCAST_LOG = Logger.getLogger("com.hazelcast");
@@ -63,9 +66,11 @@ public final class NexmarkPeer {
             String results = "nexmark-results-" + query;
             Pipeline pipeline = Queries.pipeline(query, count, Long.parseLong(args.getOrDefault("window-ms", "10000")),
                 Long.parseLong(args.getOrDefault("slide-ms", "1000")), results);
+            long cpuBefore = cpuNanos(second);
             long began = System.nanoTime();
             first.getJet().newJob(pipeline).join();
             double seconds = (System.nanoTime() - began) / 1e9;
+            double cpuSeconds = (cpuNanos(second) - cpuBefore) / 1e9;
             List<Object[]> emitted = new ArrayList<>(first.<Object[]>getList(results));
             List<Object[]> rows = Queries.canonical(query, emitted, Generator.timestamp(count - 1));
             writeRows(Path.of(args.get("rows-file")), rows);
@@ -76,6 +81,7 @@ public final class NexmarkPeer {
             report.put("members", members);
             report.put("seconds", seconds);
             report.put("events_per_s", seconds > 0 ? count / seconds : null);
+            report.put("cpu_s", cpuSeconds);
             report.put("startup_s", startup);
             report.put("emitted", emitted.size());
             report.put("results", rows.size());
@@ -90,6 +96,13 @@ public final class NexmarkPeer {
             }
             Hazelcast.shutdownAll();
         }
+    }
+
+    /** The CPU time of this JVM and of the second member's, if any (user + system). */
+    private static long cpuNanos(Process second) {
+        long own = ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+            .getProcessCpuTime();
+        return own + (second == null ? 0 : second.info().totalCpuDuration().map(Duration::toNanos).orElse(0L));
     }
 
     private static Map<String, String> parse(String[] argv) {
