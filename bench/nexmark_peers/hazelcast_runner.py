@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -143,6 +144,25 @@ def java_command(
         "--rows-file",
         str(rows_file),
     ]
+
+
+def hazelcast_version() -> str:
+    """The Hazelcast version the POM pins."""
+    pom = (PROJECT_DIR / "pom.xml").read_text(encoding="utf-8")
+    found = re.search(r"<hazelcast\.version>([^<]+)</hazelcast\.version>", pom)
+    if found is None:
+        raise ValueError(f"no <hazelcast.version> in {PROJECT_DIR / 'pom.xml'}")
+    return found.group(1)
+
+
+def runtime_line() -> str:
+    """The JVM (``java -version``'s first line) and the pinned Hazelcast, for the report's header."""
+    try:
+        done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60, check=False)
+        java = (done.stderr + done.stdout).strip().splitlines()[0]
+    except (OSError, subprocess.TimeoutExpired, IndexError) as error:
+        java = f"java unknown ({error!r})"
+    return f"{java}; Hazelcast {hazelcast_version()} (Maven project bench/nexmark_peers/hazelcast)"
 
 
 def read_rows(rows_file: Path) -> list[list[Any]]:

@@ -138,3 +138,13 @@ def test_real_q1_run_matches_the_reference(tmp_path: Path) -> None:
     assert (run.results, run.digest) == reference
     assert run.seconds is not None and run.seconds > 0
     assert json.dumps(run.note).count("Hazelcast 5.") == 1
+
+
+def test_runtime_line_names_the_jvm_and_the_pinned_hazelcast() -> None:
+    # when the header line of the Java peers is asked for
+    line = runner.runtime_line()
+    # then it has the JVM's version line and the POM's Hazelcast 5.x
+    assert runner.hazelcast_version().startswith("5.")
+    pinned = runner.hazelcast_version()
+    assert line.endswith(f"Hazelcast {pinned} (Maven project bench/nexmark_peers/hazelcast)")
+    assert "version" in line.split(";")[0]

@@ -54,7 +54,7 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_RATE = 100_000
 """Events per second per member of a latency run (the issue's target rate)."""
 PLAIN = "plain"
-PEER_NAMES = ("pyspark", "bytewax", "pyflink", "pyflink2")
+PEER_NAMES = ("pyspark", "bytewax", "pyflink", "pyflink2", "hazelcast", "hazelcast2")
 """The peers ``--peers`` runs by default (besides the plain loop); ``bench.nexmark_peers.PEERS`` has all."""
 
 
@@ -404,8 +404,10 @@ def _run_peers(settings: Settings, results: report.Results) -> None:
 
 
 def _peer_interpreter(peer: str) -> str:
-    """The interpreter line of ``peer``'s venv, or why it is unknown."""
+    """The interpreter line of ``peer``'s venv (a Java peer: its JVM and versions), or why it is unknown."""
     try:
+        if peer in getattr(_peer_module(), "HAZELCAST_PEERS", {}):
+            return str(importlib.import_module("bench.nexmark_peers.hazelcast_runner").runtime_line())
         venvs = importlib.import_module("bench.nexmark_peers.venvs")
         return interpreter.describe_executable(str(venvs.venv_python(peer))).line()
     except (ImportError, OSError, ValueError) as exc:
