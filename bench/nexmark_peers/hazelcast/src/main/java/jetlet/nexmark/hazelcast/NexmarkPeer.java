@@ -55,6 +55,9 @@ public final class NexmarkPeer {
         }
         long count = Long.parseLong(args.get("events"));
         int members = Integer.parseInt(args.getOrDefault("members", "1"));
+        if (members != 1 && members != 2) {
+            throw new IllegalArgumentException("--members is 1 or 2, got " + members);
+        }
         String cluster = "nexmark-" + ProcessHandle.current().pid();
         HazelcastInstance first = Hazelcast.newHazelcastInstance(config(cluster, FIRST_PORT,
             members == 2 ? FIRST_PORT : null));
