@@ -14,7 +14,8 @@ and starts its Python worker: that is part of every Flink job and stays in its t
 net runtime of the job is reported beside it. The sink's files are read back after the timing.
 
 The UDFs run in PyFlink's Python worker, in ``--python-mode``: ``process`` (Flink's default: a Beam
-SDK worker process fed over gRPC in bundles) or ``thread`` (embedded in the JVM by pemja).
+SDK worker process fed over gRPC in bundles; the harness's choice) or ``thread`` (embedded in the
+JVM by pemja, the venv's site-packages put on ``PYTHONPATH`` for it; checked on Q1 only).
 
 Input. Flink reads the neutral events file (:mod:`.events_file`) with its ``filesystem`` connector
 and ``json`` format, parsing in the JVM against a declared schema, as Spark's file source does. The
@@ -52,6 +53,8 @@ import time
 STARTED = time.perf_counter()
 
 import argparse  # noqa: E402
+import os  # noqa: E402
+import site  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -72,8 +75,18 @@ WARMUP_EVENTS = 2_000
 # --------------------------------------------------------------------------- running
 
 
+def _embedded_python_path() -> None:
+    """Put this venv's site-packages on ``PYTHONPATH`` for the JVM about to start: pemja's embedded
+    interpreter (thread mode) starts from the base interpreter's paths, not the venv's, and fails
+    with ``No module named 'pemja'`` without them."""
+    paths = [*os.environ.get("PYTHONPATH", "").split(os.pathsep), *site.getsitepackages()]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path for path in paths if path))
+
+
 def environment(parallelism: int, python_mode: str) -> StreamTableEnvironment:
     """A streaming table environment: UTC, ``parallelism`` tasks, the UDFs in this interpreter."""
+    if python_mode == "thread":
+        _embedded_python_path()
     config = Configuration()
     config.set_string("parallelism.default", str(parallelism))
     config.set_string("python.executable", sys.executable)
