@@ -17,6 +17,13 @@ operation must follow to run in two stages or in a sliding window:
 * ``export(acc)`` returns a result that shares nothing mutable with ``acc``;
   ``finish(acc)`` is the last call on ``acc`` and may hand out its internals.
 
+Snapshots copy accumulators cheaply (``copy_fn``, see
+:class:`~jetlet.aggregate.operation.AggregateOperation`): the immutable ones
+(counting, summing, averaging, linear trend, min/max by, pick any) are kept
+as they are; :func:`to_list`, :func:`to_set`, :func:`top_n` and
+:func:`bottom_n` copy their container (the items are shared: an aggregation
+never changes its items). The others are pickled at the barrier.
+
 ``deduct`` exists where the fold can be undone exactly: counting, summing,
 averaging, linear trend, :func:`pick_any`, :func:`reducing` given a
 ``deduct_fn``, and the wrappers (:func:`mapping`, :func:`filtering`,
@@ -93,7 +100,13 @@ def counting() -> AggregateOperation[int, int]:
     >>> op.finish_fn(reduce(op.accumulate_fn(), "abc", op.create_fn()))
     3
     """
-    return AggregateOperation.with_create(int).and_accumulate(_count_one).and_combine(_add).and_deduct(_sub)
+    return (
+        AggregateOperation.with_create(int)
+        .and_accumulate(_count_one)
+        .and_combine(_add)
+        .and_deduct(_sub)
+        .and_immutable()
+    )
 
 
 def summing(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation[Any, Any]:
@@ -110,6 +123,7 @@ def summing(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation[A
         .and_accumulate(lambda acc, item: acc + get_value(item))
         .and_combine(_add)
         .and_deduct(_sub)
+        .and_immutable()
     )
 
 
@@ -128,6 +142,7 @@ def averaging(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation
         .and_combine(lambda a, b: (a[0] + b[0], a[1] + b[1]))
         .and_deduct(lambda a, b: (a[0] - b[0], a[1] - b[1]))
         .and_export_finish(lambda acc: acc[1] / acc[0] if acc[0] else float("nan"))
+        .and_immutable()
     )
 
 
@@ -167,6 +182,7 @@ def linear_trend(
         .and_combine(lambda a, b: tuple(map(_add, a, b)))
         .and_deduct(lambda a, b: tuple(map(_sub, a, b)))
         .and_export_finish(_slope)
+        .and_immutable()
     )
 
 
@@ -230,6 +246,7 @@ def _best_by(
         .and_accumulate(accumulate)
         .and_combine(combine)
         .and_export_finish(result)
+        .and_immutable()
     )
 
 
@@ -255,6 +272,7 @@ def pick_any() -> AggregateOperation[tuple[Any, int], Any]:
         .and_combine(lambda a, b: (a[0] if a[1] else b[0], a[1] + b[1]))
         .and_deduct(deduct)
         .and_export_finish(lambda acc: acc[0])
+        .and_immutable()
     )
 
 
@@ -289,6 +307,10 @@ class _Ranking:
 
     heap: list[tuple[Any, int, Any]] = dataclasses.field(default_factory=list)
     seen: int = 0
+
+    def copy(self) -> _Ranking:
+        """A copy for snapshots: the heap's entries are tuples, so a new list of them is enough."""
+        return _Ranking(list(self.heap), self.seen)
 
 
 def top_n(n: int, key_fn: Callable[[Any], Any] = _identity) -> AggregateOperation[_Ranking, list[Any]]:
@@ -348,6 +370,7 @@ def _ranking(
         .and_accumulate(accumulate)
         .and_combine(combine)
         .and_export_finish(result)
+        .and_copy(_Ranking.copy)
     )
 
 
@@ -377,6 +400,7 @@ def to_list() -> AggregateOperation[list[Any], list[Any]]:
         .and_combine(combine)
         .and_export(list)
         .and_finish(lambda acc: acc)
+        .and_copy(list)
     )
 
 
@@ -403,6 +427,7 @@ def to_set() -> AggregateOperation[set[Any], set[Any]]:
         .and_combine(combine)
         .and_export(set)
         .and_finish(lambda acc: acc)
+        .and_copy(set)
     )
 
 
