@@ -201,6 +201,8 @@ _COPIED_OPERATIONS = {
     "to_list": operations.to_list(),
     "to_set": operations.to_set(),
     "to_list and_then": operations.to_list().and_then(sorted),
+    "all_of": operations.all_of(operations.counting(), operations.to_list(), operations.top_n(2)),
+    "mapping": operations.mapping(lambda x: x * 2, operations.to_set()),
 }
 
 

@@ -22,7 +22,10 @@ Snapshots copy accumulators cheaply (``copy_fn``, see
 (counting, summing, averaging, linear trend, min/max by, pick any) are kept
 as they are; :func:`to_list`, :func:`to_set`, :func:`top_n` and
 :func:`bottom_n` copy their container (the items are shared: an aggregation
-never changes its items). The others are pickled at the barrier.
+never changes its items); :func:`all_of` copies each part when every part
+can be copied, and :func:`mapping`, :func:`filtering` and
+:func:`flat_mapping` keep their operation's copy. The others are pickled at
+the barrier.
 
 ``deduct`` exists where the fold can be undone exactly: counting, summing,
 averaging, linear trend, :func:`pick_any`, :func:`reducing` given a
@@ -693,7 +696,20 @@ def all_of(*ops: AggregateOperation[Any, Any]) -> AggregateOperation[list[Any], 
     deducts = [op.deduct_fn for op in checked]
     if all(fn is not None for fn in deducts):
         result = result.and_deduct(_pairwise(deducts))
+    copies = [op.copy_fn for op in checked]
+    if all(fn is not None for fn in copies):
+        result = result.and_copy(_each_copied(copies))
     return result
+
+
+def _each_copied(fns: list[Callable[[Any], Any] | None]) -> Callable[[list[Any]], list[Any]]:
+    """A copy of :func:`all_of`'s accumulator: a new list of each operation's copy of its own."""
+    copy_fns = [fn for fn in fns if fn is not None]
+
+    def copy(acc: list[Any]) -> list[Any]:
+        return [fn(a) for fn, a in zip(copy_fns, acc, strict=True)]
+
+    return copy
 
 
 def _pairwise(fns: list[Callable[[Any, Any], Any] | None]) -> Callable[[list[Any], list[Any]], list[Any]]:
