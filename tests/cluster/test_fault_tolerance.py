@@ -157,6 +157,51 @@ def test_exactly_once_stateful_map_survives_a_member_killed_mid_job(tmp_path: pa
     _check_stateful(_run_with_kill(tmp_path, _stateful_map, ProcessingGuarantee.EXACTLY_ONCE, 5, victim=1))
 
 
+def _stateful_map_with_copies(out: str) -> Pipeline:
+    """:func:`_stateful_map` whose states are copied for snapshots (``copy_fn``), not pickled."""
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        .without_timestamps()
+        .grouping_key(lambda event: event[0])
+        .map_stateful(lambda: [0], _running_count, copy_fn=list.copy)
+        .write_to(Sinks.files(out))
+    )
+    return p
+
+
+def test_exactly_once_stateful_map_with_a_copy_fn_survives_a_member_killed_mid_job(
+    tmp_path: pathlib.Path,
+) -> None:
+    found = _run_with_kill(
+        tmp_path, _stateful_map_with_copies, ProcessingGuarantee.EXACTLY_ONCE, 17, victim=1
+    )
+    _check_stateful(found)
+
+
+def _failing_copy(acc: list[Any]) -> list[Any]:
+    raise ValueError("this accumulator cannot be copied")
+
+
+def test_a_copy_fn_that_fails_at_a_snapshot_fails_the_job_naming_the_stage(tmp_path: pathlib.Path) -> None:
+    p = Pipeline()
+    (
+        p.read_from(Sources.test_stream(RATE, _event, COUNT))
+        .with_timestamps(lambda event: event[1], 0)
+        .grouping_key(lambda event: event[0])
+        .window(WindowDefinition.tumbling(WINDOW_MS))
+        .aggregate(AggregateOperations.to_list().and_copy(_failing_copy))
+        .set_name("frame-lists")
+        .write_to(Sinks.files(str(tmp_path / "out")))
+    )
+    with local_cluster(1, FAST_FAILURE) as client:
+        job = client.new_job(p, _config(ProcessingGuarantee.EXACTLY_ONCE))
+        with pytest.raises(jetlet.JobFailedError) as failure:
+            job.join(120)
+    assert "stage 'frame-lists" in str(failure.value)
+    assert "ValueError: this accumulator cannot be copied" in str(failure.value)
+
+
 def test_exactly_once_survives_a_member_killed_during_a_snapshot(tmp_path: pathlib.Path) -> None:
     found = _run_with_kill(
         tmp_path, _windowed_count, ProcessingGuarantee.EXACTLY_ONCE, 7, victim=2, during_snapshot=True

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import jetlet
-from jetlet.core import DAG, Edge, Inbox, Watermark, processors
+from jetlet.core import DAG, Edge, Inbox, Watermark, processors, snapshot_writer
 from jetlet.core.processors.hash_join import HashJoinP, JoinClause, hash_join_p
 from jetlet.testing import TestOutbox, make_context, verify_processor
 
@@ -238,7 +238,7 @@ def test_given_snapshots_of_two_processors_when_one_restores_both_then_it_loads_
         processor.init(outbox, make_context(global_processor_index=index, local_parallelism=2))
         processor.process(1, Inbox(users))
         assert processor.save_to_snapshot()
-        saved.extend(outbox.snapshot_bucket)
+        saved.extend(snapshot_writer.read_back_lent(outbox.snapshot_bucket))  # as the member stores it
     # when: one fresh processor gets both copies
     restored = HashJoinP([clause], _tuple_of, inner=False, timestamped=False)
     restored_outbox = TestOutbox(1, 16)

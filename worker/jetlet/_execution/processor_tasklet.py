@@ -431,9 +431,9 @@ class ProcessorTasklet(Tasklet):
 
     def _drain_snapshot_bucket(self, saved: list[tuple[Any, Any]]) -> None:
         bucket = self.outbox.snapshot_bucket
-        if bucket:  # lent values are frozen later, by the member storing the snapshot
-            freeze, lent = snapshot_writer.freeze, snapshot_writer.Lent
-            saved.extend([(k, v if type(v) is lent else freeze(v)) for k, v in bucket])
+        if bucket:  # lent and copied values are frozen later, by the member storing the snapshot
+            freeze, lent, copied = snapshot_writer.freeze, snapshot_writer.Lent, snapshot_writer.Copied
+            saved.extend([(k, v if type(v) is lent or type(v) is copied else freeze(v)) for k, v in bucket])
             bucket.clear()
 
     # -- RESTORE and SNAPSHOT ------------------------------------------------

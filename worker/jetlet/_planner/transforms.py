@@ -330,6 +330,7 @@ class StatefulTransform(Transform):
         timestamped: bool,
         ttl: int = 0,
         on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+        copy_fn: Callable[[Any], Any] | None = None,
     ) -> None:
         suffix = "keyed" if key_fn is not None else "global"
         super().__init__(f"{kind}-stateful-{suffix}", [upstream])
@@ -340,10 +341,18 @@ class StatefulTransform(Transform):
         self.timestamped = timestamped
         self.ttl = ttl
         self.on_evict_fn = on_evict_fn
+        self.copy_fn = copy_fn
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
         factory = stateful.stateful_p(
-            self.kind, self.key_fn, self.create_fn, self.fn, self.timestamped, self.ttl, self.on_evict_fn
+            self.kind,
+            self.key_fn,
+            self.create_fn,
+            self.fn,
+            self.timestamped,
+            self.ttl,
+            self.on_evict_fn,
+            self.copy_fn,
         )
         key_fn = self.key_fn
         if key_fn is None:

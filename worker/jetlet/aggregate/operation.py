@@ -33,6 +33,13 @@ class AggregateOperation(Generic[A, R]):
 
     ``and_accumulate0`` / ``and_accumulate1`` / ... give one accumulate
     function per input for co-aggregation of several streams.
+
+    ``and_copy(fn)`` says how to copy an accumulator cheaply (``fn(acc)``
+    returns an accumulator that shares nothing the other functions will
+    change), and ``and_immutable()`` that accumulators are immutable values
+    (each function returns a new one): snapshots then copy accumulators on the
+    processing thread, or keep them as they are, and pickle them off it.
+    Without either, an accumulator is pickled at the snapshot barrier.
     """
 
     create_fn: Callable[[], A]
@@ -41,6 +48,8 @@ class AggregateOperation(Generic[A, R]):
     deduct_fn: Callable[[A, A], A] | None = None
     export_fn: Callable[[A], R] = _identity
     finish_fn: Callable[[A], R] = _identity
+    copy_fn: Callable[[A], A] | None = None
+    """A cheap copy of an accumulator for snapshots; :data:`IDENTITY` for immutable ones; None: pickle it."""
 
     @staticmethod
     def with_create(create_fn: Callable[[], A]) -> AggregateOperation[A, A]:
@@ -81,6 +90,16 @@ class AggregateOperation(Generic[A, R]):
         """``fn(acc, other) -> acc``: undo ``combine(acc, other)`` (optional)."""
         return dataclasses.replace(self, deduct_fn=fn)
 
+    def and_copy(self, fn: Callable[[A], A]) -> AggregateOperation[A, R]:
+        """``fn(acc) -> copy``: a copy of ``acc`` that the other functions never change (snapshots)."""
+        if not callable(fn):
+            raise TypeError(f"and_copy needs a callable, got {fn!r}")
+        return dataclasses.replace(self, copy_fn=fn)
+
+    def and_immutable(self) -> AggregateOperation[A, R]:
+        """The accumulators are immutable values (an int, a tuple): a snapshot keeps them as they are."""
+        return dataclasses.replace(self, copy_fn=IDENTITY)
+
     def and_export(self, fn: Callable[[A], Any]) -> AggregateOperation[A, Any]:
         """``fn(acc) -> result`` that leaves ``acc`` usable (window early results)."""
         return self._with_results(fn, self.finish_fn)
@@ -97,7 +116,7 @@ class AggregateOperation(Generic[A, R]):
         self, export: Callable[[A], R2], finish: Callable[[A], R2]
     ) -> AggregateOperation[A, R2]:
         return AggregateOperation(
-            self.create_fn, self.accumulate_fns, self.combine_fn, self.deduct_fn, export, finish
+            self.create_fn, self.accumulate_fns, self.combine_fn, self.deduct_fn, export, finish, self.copy_fn
         )
 
     def and_then(self, fn: Callable[[R], R2]) -> AggregateOperation[A, R2]:

@@ -17,6 +17,16 @@ operation must follow to run in two stages or in a sliding window:
 * ``export(acc)`` returns a result that shares nothing mutable with ``acc``;
   ``finish(acc)`` is the last call on ``acc`` and may hand out its internals.
 
+Snapshots copy accumulators cheaply (``copy_fn``, see
+:class:`~jetlet.aggregate.operation.AggregateOperation`): the immutable ones
+(counting, summing, averaging, linear trend, min/max by, pick any) are kept
+as they are; :func:`to_list`, :func:`to_set`, :func:`top_n` and
+:func:`bottom_n` copy their container (the items are shared: an aggregation
+never changes its items); :func:`all_of` copies each part when every part
+can be copied, and :func:`mapping`, :func:`filtering` and
+:func:`flat_mapping` keep their operation's copy. The others are pickled at
+the barrier.
+
 ``deduct`` exists where the fold can be undone exactly: counting, summing,
 averaging, linear trend, :func:`pick_any`, :func:`reducing` given a
 ``deduct_fn``, and the wrappers (:func:`mapping`, :func:`filtering`,
@@ -93,7 +103,13 @@ def counting() -> AggregateOperation[int, int]:
     >>> op.finish_fn(reduce(op.accumulate_fn(), "abc", op.create_fn()))
     3
     """
-    return AggregateOperation.with_create(int).and_accumulate(_count_one).and_combine(_add).and_deduct(_sub)
+    return (
+        AggregateOperation.with_create(int)
+        .and_accumulate(_count_one)
+        .and_combine(_add)
+        .and_deduct(_sub)
+        .and_immutable()
+    )
 
 
 def summing(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation[Any, Any]:
@@ -110,6 +126,7 @@ def summing(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation[A
         .and_accumulate(lambda acc, item: acc + get_value(item))
         .and_combine(_add)
         .and_deduct(_sub)
+        .and_immutable()
     )
 
 
@@ -128,6 +145,7 @@ def averaging(get_value: Callable[[Any], Any] = _identity) -> AggregateOperation
         .and_combine(lambda a, b: (a[0] + b[0], a[1] + b[1]))
         .and_deduct(lambda a, b: (a[0] - b[0], a[1] - b[1]))
         .and_export_finish(lambda acc: acc[1] / acc[0] if acc[0] else float("nan"))
+        .and_immutable()
     )
 
 
@@ -167,6 +185,7 @@ def linear_trend(
         .and_combine(lambda a, b: tuple(map(_add, a, b)))
         .and_deduct(lambda a, b: tuple(map(_sub, a, b)))
         .and_export_finish(_slope)
+        .and_immutable()
     )
 
 
@@ -230,6 +249,7 @@ def _best_by(
         .and_accumulate(accumulate)
         .and_combine(combine)
         .and_export_finish(result)
+        .and_immutable()
     )
 
 
@@ -255,6 +275,7 @@ def pick_any() -> AggregateOperation[tuple[Any, int], Any]:
         .and_combine(lambda a, b: (a[0] if a[1] else b[0], a[1] + b[1]))
         .and_deduct(deduct)
         .and_export_finish(lambda acc: acc[0])
+        .and_immutable()
     )
 
 
@@ -289,6 +310,10 @@ class _Ranking:
 
     heap: list[tuple[Any, int, Any]] = dataclasses.field(default_factory=list)
     seen: int = 0
+
+    def copy(self) -> _Ranking:
+        """A copy for snapshots: the heap's entries are tuples, so a new list of them is enough."""
+        return _Ranking(list(self.heap), self.seen)
 
 
 def top_n(n: int, key_fn: Callable[[Any], Any] = _identity) -> AggregateOperation[_Ranking, list[Any]]:
@@ -348,6 +373,7 @@ def _ranking(
         .and_accumulate(accumulate)
         .and_combine(combine)
         .and_export_finish(result)
+        .and_copy(_Ranking.copy)
     )
 
 
@@ -377,6 +403,7 @@ def to_list() -> AggregateOperation[list[Any], list[Any]]:
         .and_combine(combine)
         .and_export(list)
         .and_finish(lambda acc: acc)
+        .and_copy(list)
     )
 
 
@@ -403,6 +430,7 @@ def to_set() -> AggregateOperation[set[Any], set[Any]]:
         .and_combine(combine)
         .and_export(set)
         .and_finish(lambda acc: acc)
+        .and_copy(set)
     )
 
 
@@ -668,7 +696,20 @@ def all_of(*ops: AggregateOperation[Any, Any]) -> AggregateOperation[list[Any], 
     deducts = [op.deduct_fn for op in checked]
     if all(fn is not None for fn in deducts):
         result = result.and_deduct(_pairwise(deducts))
+    copies = [op.copy_fn for op in checked]
+    if all(fn is not None for fn in copies):
+        result = result.and_copy(_each_copied(copies))
     return result
+
+
+def _each_copied(fns: list[Callable[[Any], Any] | None]) -> Callable[[list[Any]], list[Any]]:
+    """A copy of :func:`all_of`'s accumulator: a new list of each operation's copy of its own."""
+    copy_fns = [fn for fn in fns if fn is not None]
+
+    def copy(acc: list[Any]) -> list[Any]:
+        return [fn(a) for fn, a in zip(copy_fns, acc, strict=True)]
+
+    return copy
 
 
 def _pairwise(fns: list[Callable[[Any, Any], Any] | None]) -> Callable[[list[Any], list[Any]], list[Any]]:

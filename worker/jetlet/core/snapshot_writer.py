@@ -38,6 +38,33 @@ any change. The processing thread pays only for the keys it touches while the
 snapshot is being stored; a state is pickled twice only when both threads
 reach it at once.
 
+**Cheap copies** (issue 20: pickling a small state costs about 5.8 µs, a
+shallow copy 0.31). Where the processor knows how to copy a state cheaply —
+a ``copy_fn`` the user gave ``map_stateful``, or an aggregate operation's
+``copy_fn`` (the built-in ones have theirs; an immutable accumulator is its
+own copy) — it pays only for that copy on the processing thread:
+
+* :class:`Loan` takes a ``copy``: ``before_change`` then keeps a private copy
+  of the state (a :class:`Copied`) instead of its pickle, and the store thread
+  pickles the copy. This is Flink's copy-on-write heap state (its
+  ``CopyOnWriteStateMap`` copies an entry the first time it is written during
+  an asynchronous snapshot; the snapshot thread serializes the old version).
+* A processor that saves values it cannot watch (aggregation and window
+  accumulators) offers each one as a :class:`Copied` taken at the barrier; the
+  store thread pickles it. This is Jet's order of work (the state is saved at
+  the barrier, on the processing thread) with the serialization moved off it.
+
+Either way the bytes are the state as it was at the barrier: the copy is taken
+before the processor changes the state (at the barrier, or at its first change
+after it), and nobody changes a copy. Without a ``copy_fn`` nothing changes:
+a state is pickled on the processing thread, which is always correct.
+
+>>> loan = Loan({"a": [1]}, copy=list.copy)
+>>> entries = [("a", Lent(loan)), ("total", Copied(7))]
+>>> loan.before_change("a")  # a copy now (0.3 µs), its pickle later
+>>> [(key, thaw(value)) for key, value in freeze_lent(entries)]
+[('a', [1]), ('total', 7)]
+
 >>> state = {"a": [1], "b": [2]}
 >>> loan = Loan(state)
 >>> entries = [(key, Lent(loan)) for key in state]
@@ -55,6 +82,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from jetlet import _pickling
+from jetlet.aggregate import operation as agg
 from jetlet.core import outbox as outbox_mod
 
 Entry = tuple[Any, Any]
@@ -82,20 +110,22 @@ CLAIM_TIMEOUT_S = 60.0
 class Loan:
     """The states a processor lent to the snapshot being stored (see the module doc)."""
 
-    __slots__ = ("_frozen", "unclaimed")
+    __slots__ = ("_copy", "_frozen", "unclaimed")
 
-    def __init__(self, states: Mapping[Any, Any]) -> None:
+    def __init__(self, states: Mapping[Any, Any], copy: Callable[[Any], Any] | None = None) -> None:
         self.unclaimed: dict[Any, Any] = dict(states)
         """The lent states no thread has frozen yet, by key; empty once the snapshot is stored."""
-        self._frozen: dict[Any, bytes | BaseException] = {}
+        self._frozen: dict[Any, bytes | Copied | BaseException] = {}
+        self._copy = copy
 
     def before_change(self, key: Any) -> None:
-        """Processor side: freeze the state of ``key`` now if it is still lent."""
+        """Processor side: freeze (or with a ``copy``, copy) the state of ``key`` now if it is still lent."""
         value = self.unclaimed.pop(key, _CLAIMED)
         if value is _CLAIMED:
             return
+        copy = self._copy
         try:
-            self._frozen[key] = freeze(value)
+            self._frozen[key] = freeze(value) if copy is None else Copied(copy(value))
         except BaseException as exc:
             self._frozen[key] = exc
             raise
@@ -119,7 +149,56 @@ class Loan:
             time.sleep(0.0001)  # the processor is freezing it on its own thread
         if isinstance(done, BaseException):
             raise done
+        if type(done) is Copied:
+            return freeze(done.value)
+        assert isinstance(done, bytes)
         return done
+
+
+class Copied:
+    """The value of a snapshot entry as a private copy taken at or after the barrier, before any change.
+
+    Nothing changes it any more, so the member pickles it later, off the processing thread.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def copies(entries: Iterable[Entry], copy_fn: Callable[[Any], Any] | None, stage: str) -> list[Entry]:
+    """``entries`` to save now, each value as a :class:`Copied` made by ``copy_fn``.
+
+    ``copy_fn`` is an aggregate operation's: :data:`~jetlet.aggregate.operation.IDENTITY` (immutable
+    values) keeps the values themselves; None leaves them as they are, to be pickled at once. A
+    failing ``copy_fn`` raises a :class:`CopyError` naming ``stage``.
+    """
+    if copy_fn is None:
+        return list(entries)
+    if copy_fn is agg.IDENTITY:
+        return [(key, Copied(value)) for key, value in entries]
+    try:
+        return [(key, Copied(copy_fn(value))) for key, value in entries]
+    except Exception as exc:
+        raise CopyError(stage, exc) from exc
+
+
+class CopyError(RuntimeError):
+    """A state's ``copy_fn`` failed while a snapshot was being taken."""
+
+    def __init__(self, stage: str, cause: BaseException) -> None:
+        super().__init__(
+            f"stage {stage!r}: the copy_fn of its state failed while taking a snapshot: "
+            f"{type(cause).__name__}: {cause}"
+        )
+        self.stage = stage
+
+
+def is_kept(value: Any) -> bool:
+    """True for a value the member freezes later (:class:`Lent`, :class:`Copied`), not at once."""
+    kind = type(value)
+    return kind is Lent or kind is Copied
 
 
 class Lent:
@@ -132,16 +211,26 @@ class Lent:
 
 
 def freeze_lent(entries: Iterable[Entry]) -> list[Entry]:
-    """``entries`` with every :class:`Lent` value frozen (call it off the processing thread)."""
-    return [(key, value.loan.frozen(key) if type(value) is Lent else value) for key, value in entries]
+    """``entries`` with every :class:`Lent` and :class:`Copied` value frozen (off the processing thread)."""
+    return [(key, _frozen(key, value)) for key, value in entries]
+
+
+def _frozen(key: Any, value: Any) -> Any:
+    kind = type(value)
+    if kind is Lent:
+        return value.loan.frozen(key)
+    if kind is Copied:
+        return freeze(value.value)
+    return value
 
 
 def read_back_lent(entries: Iterable[Entry]) -> list[Entry]:
-    """``entries`` with every :class:`Lent` value frozen and thawed (a copy, as a restore reads it).
+    """``entries`` with every :class:`Lent` and :class:`Copied` value frozen and thawed (as a restore
+    reads it).
 
     For running processors outside a member (tests): the other values stay as they are.
     """
-    return [(key, thaw(value.loan.frozen(key)) if type(value) is Lent else value) for key, value in entries]
+    return [(key, thaw(_frozen(key, value)) if is_kept(value) else value) for key, value in entries]
 
 
 class SnapshotWriter:

@@ -24,6 +24,9 @@ All of them key one event stream by the id the joined events share and keep per-
   co-aggregated into the same tumbling windows (``aggregate2``).
 
 The per-item logic is in plain module-level functions and state classes (picklable, testable alone).
+Each keyed state has a ``copy_fn`` (:func:`copy_seller_state`, :func:`copy_open_auction`, ``list.copy``):
+events are never changed, so a copy needs new lists only, and a snapshot then costs the processing
+thread a cheap copy of each state changed while the snapshot is stored instead of its pickle.
 """
 
 from __future__ import annotations
@@ -82,6 +85,11 @@ class SellerState:
     waiting: list[Auction] = dataclasses.field(default_factory=list)
 
 
+def copy_seller_state(state: SellerState) -> SellerState:
+    """A copy for snapshots (``copy_fn``): the events are shared, the list is new."""
+    return SellerState(state.person, list(state.waiting))
+
+
 def local_person_or_auction(
     item: Event, states: tuple[str, ...] = LOCAL_STATES, category: int = LOCAL_CATEGORY
 ) -> Person | Auction | None:
@@ -133,7 +141,7 @@ def q3_local_item_suggestion(
         functools.partial(local_person_or_auction, states=states, category=category)
     )
     joined: StreamStage[NameCityStateId] = selected.grouping_key(seller_id).flat_map_stateful(
-        SellerState, join_seller, ttl=state_ttl_ms
+        SellerState, join_seller, ttl=state_ttl_ms, copy_fn=copy_seller_state
     )
     return joined.set_name("nexmark-q3-local-item-suggestion")
 
@@ -161,6 +169,11 @@ class OpenAuction:
     best: Bid | None = None
     early_bids: list[Bid] = dataclasses.field(default_factory=list)
     """Bids that came before the auction (the generator bids a few ids ahead)."""
+
+
+def copy_open_auction(state: OpenAuction) -> OpenAuction:
+    """A copy for snapshots (``copy_fn``): the events are shared, the list is new."""
+    return OpenAuction(state.auction, state.best, list(state.early_bids))
 
 
 def auction_or_bid(item: Event) -> Auction | Bid | None:
@@ -235,7 +248,7 @@ def winning_bids(
     ttl = max_auction_duration_ms(config) if ttl_ms is None else ttl_ms
     auctions_and_bids: StreamStage[Auction | Bid] = events.map(auction_or_bid)
     closed: StreamStage[AuctionBid] = auctions_and_bids.grouping_key(auction_id).map_stateful(
-        OpenAuction, track_auction, ttl=ttl, on_evict_fn=close_auction
+        OpenAuction, track_auction, ttl=ttl, on_evict_fn=close_auction, copy_fn=copy_open_auction
     )
     return closed.set_name("nexmark-winning-bids")
 
@@ -311,7 +324,9 @@ def q6_average_price_by_seller(
     ``config`` and ``ttl_ms`` are those of :func:`winning_bids`.
     """
     by_seller: StreamStage[tuple[int, Bid]] = winning_bids(events, config, ttl_ms=ttl_ms).map(seller_bid)
-    means: StreamStage[SellerPrice] = by_seller.grouping_key(_first).map_stateful(list, last_bids_mean)
+    means: StreamStage[SellerPrice] = by_seller.grouping_key(_first).map_stateful(
+        list, last_bids_mean, copy_fn=list.copy
+    )
     return means.set_name("nexmark-q6-average-price-by-seller")
 
 

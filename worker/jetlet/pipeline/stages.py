@@ -56,11 +56,22 @@ def _check_service(factory: object, stage: str) -> None:
 
 def _rolling(
     op: agg.AggregateOperation[Any, Any], keyed: bool
-) -> tuple[Callable[[], list[Any]], Callable[..., Any]]:
-    """State and function of a rolling aggregation: the accumulator lives in a one-slot list."""
+) -> tuple[Callable[[], list[Any]], Callable[..., Any], Callable[[list[Any]], list[Any]] | None]:
+    """State, function and state copy of a rolling aggregation: the accumulator lives in a one-slot list.
+
+    The copy is a new slot with the operation's copy of the accumulator (the accumulator itself when it
+    is immutable); None when the operation has no ``copy_fn`` (the state is then pickled).
+    """
     if not isinstance(op, agg.AggregateOperation):
         raise TypeError(f"rolling_aggregate needs an AggregateOperation, got {op!r}")
-    create, accumulate, export = op.create_fn, op.accumulate_fn(0), op.export_fn
+    create, accumulate, export, copy_acc = op.create_fn, op.accumulate_fn(0), op.export_fn, op.copy_fn
+    copy_state: Callable[[list[Any]], list[Any]] | None = None
+    if copy_acc is agg.IDENTITY:
+        copy_state = list.copy
+    elif copy_acc is not None:
+
+        def copy_state(state: list[Any]) -> list[Any]:
+            return [copy_acc(state[0])]
 
     def new_state() -> list[Any]:
         return [create()]
@@ -71,13 +82,13 @@ def _rolling(
             state[0] = accumulate(state[0], item)
             return (key, export(state[0]))
 
-        return new_state, step_keyed
+        return new_state, step_keyed, copy_state
 
     def step(state: list[Any], item: Any) -> Any:
         state[0] = accumulate(state[0], item)
         return export(state[0])
 
-    return new_state, step
+    return new_state, step, copy_state
 
 
 class GeneralStage(Generic[T]):
@@ -180,23 +191,48 @@ class GeneralStage(Generic[T]):
         return self._pipeline.write_to(sink, self)
 
     # -- state -------------------------------------------------------------------
-    def map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], R | None]) -> Any:
-        """``fn(state, item)`` with one state object for the whole stage (on one processor)."""
-        return self._stateful("map", None, create_fn, fn)
+    def map_stateful(
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, T], R | None],
+        *,
+        copy_fn: Callable[[S], S] | None = None,
+    ) -> Any:
+        """``fn(state, item)`` with one state object for the whole stage (on one processor).
 
-    def filter_stateful(self, create_fn: Callable[[], S], predicate: Callable[[S, T], bool]) -> Self:
-        """Keep the items for which ``predicate(state, item)`` holds; one global state."""
-        derived: Self = self._stateful("filter", None, create_fn, predicate)
+        ``copy_fn(state)``, if given, returns a copy of the state that ``fn``
+        will not change (``list.copy`` for a list of immutable items, say):
+        snapshots then copy the state (cheap) instead of pickling it on the
+        processing thread. Without it the state is pickled, as always.
+        """
+        return self._stateful("map", None, create_fn, fn, copy_fn=copy_fn)
+
+    def filter_stateful(
+        self,
+        create_fn: Callable[[], S],
+        predicate: Callable[[S, T], bool],
+        *,
+        copy_fn: Callable[[S], S] | None = None,
+    ) -> Self:
+        """Keep the items for which ``predicate(state, item)`` holds; one global state (``copy_fn``: see
+        :meth:`map_stateful`)."""
+        derived: Self = self._stateful("filter", None, create_fn, predicate, copy_fn=copy_fn)
         return derived
 
-    def flat_map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], Iterable[R] | None]) -> Any:
-        """Every item of ``fn(state, item)``; one global state."""
-        return self._stateful("flat-map", None, create_fn, fn)
+    def flat_map_stateful(
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, T], Iterable[R] | None],
+        *,
+        copy_fn: Callable[[S], S] | None = None,
+    ) -> Any:
+        """Every item of ``fn(state, item)``; one global state (``copy_fn``: see :meth:`map_stateful`)."""
+        return self._stateful("flat-map", None, create_fn, fn, copy_fn=copy_fn)
 
     def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> Any:
         """After each item, the aggregate of all items so far (one global accumulator)."""
-        create_fn, fn = _rolling(op, keyed=False)
-        return self._stateful("map", None, create_fn, fn)
+        create_fn, fn, copy_fn = _rolling(op, keyed=False)
+        return self._stateful("map", None, create_fn, fn, copy_fn=copy_fn)
 
     def _stateful(
         self,
@@ -206,6 +242,7 @@ class GeneralStage(Generic[T]):
         fn: Callable[..., Any],
         ttl: int = 0,
         on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+        copy_fn: Callable[[Any], Any] | None = None,
     ) -> Any:
         _check_callable(create_fn, self.name, "the state create_fn")
         _check_callable(fn, self.name, f"the {kind}_stateful function")
@@ -217,10 +254,12 @@ class GeneralStage(Generic[T]):
             )
         if on_evict_fn is not None:
             _check_callable(on_evict_fn, self.name, "the on_evict function")
+        if copy_fn is not None:
+            _check_callable(copy_fn, self.name, "the state copy_fn")
         transform = tf.StatefulTransform(
-            kind, self._transform, key_fn, create_fn, fn, self._timestamped, ttl, on_evict_fn
+            kind, self._transform, key_fn, create_fn, fn, self._timestamped, ttl, on_evict_fn, copy_fn
         )
-        transform.user_fns = [create_fn, fn, *(f for f in (key_fn, on_evict_fn) if f is not None)]
+        transform.user_fns = [create_fn, fn, *(f for f in (key_fn, on_evict_fn, copy_fn) if f is not None)]
         return self._derive(transform)
 
     # -- services ------------------------------------------------------------------
@@ -369,16 +408,26 @@ class BatchStage(GeneralStage[T]):
         stage: BatchStage[R] = self._flat_map(fn)
         return stage
 
-    def map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], R | None]) -> BatchStage[R]:
+    def map_stateful(
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, T], R | None],
+        *,
+        copy_fn: Callable[[S], S] | None = None,
+    ) -> BatchStage[R]:
         """``fn(state, item)`` with one state object for the whole stage (on one processor)."""
-        stage: BatchStage[R] = super().map_stateful(create_fn, fn)
+        stage: BatchStage[R] = super().map_stateful(create_fn, fn, copy_fn=copy_fn)
         return stage
 
     def flat_map_stateful(
-        self, create_fn: Callable[[], S], fn: Callable[[S, T], Iterable[R] | None]
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, T], Iterable[R] | None],
+        *,
+        copy_fn: Callable[[S], S] | None = None,
     ) -> BatchStage[R]:
         """Every item of ``fn(state, item)``; one global state."""
-        stage: BatchStage[R] = super().flat_map_stateful(create_fn, fn)
+        stage: BatchStage[R] = super().flat_map_stateful(create_fn, fn, copy_fn=copy_fn)
         return stage
 
     def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> BatchStage[R]:
@@ -517,20 +566,35 @@ class GeneralStageWithKey(Generic[T, K]):
         fn: Callable[[S, K, T], R | None],
         ttl: int = 0,
         on_evict_fn: Callable[[S, K, int], R | None] | None = None,
+        *,
+        copy_fn: Callable[[S], S] | None = None,
     ) -> Any:
         """``fn(state, key, item)`` with one state object per key.
 
         With ``ttl`` (event time, timestamped streams only) a key's state is
         dropped once the watermark passes its last event by ``ttl``;
         ``on_evict_fn(state, key, watermark)`` may emit a last result.
+
+        ``copy_fn(state)``, if given, returns a copy of a state that ``fn``
+        will not change (``list.copy`` for a list of immutable items, say).
+        After a snapshot barrier, the first change to a key's state then
+        costs a copy (about 0.3 µs for a small object) instead of a pickle
+        (about 6 µs) on the processing thread; the member pickles the copy
+        later. Without it the state is pickled, which is always correct.
         """
-        return self._stage._stateful("map", self.key_fn, create_fn, fn, ttl, on_evict_fn)
+        return self._stage._stateful("map", self.key_fn, create_fn, fn, ttl, on_evict_fn, copy_fn)
 
     def filter_stateful(
-        self, create_fn: Callable[[], S], predicate: Callable[[S, K, T], bool], ttl: int = 0
+        self,
+        create_fn: Callable[[], S],
+        predicate: Callable[[S, K, T], bool],
+        ttl: int = 0,
+        *,
+        copy_fn: Callable[[S], S] | None = None,
     ) -> Any:
-        """Keep the items for which ``predicate(state, key, item)`` holds; one state per key."""
-        return self._stage._stateful("filter", self.key_fn, create_fn, predicate, ttl)
+        """Keep the items for which ``predicate(state, key, item)`` holds; one state per key (``copy_fn``:
+        see :meth:`map_stateful`)."""
+        return self._stage._stateful("filter", self.key_fn, create_fn, predicate, ttl, copy_fn=copy_fn)
 
     def flat_map_stateful(
         self,
@@ -538,14 +602,19 @@ class GeneralStageWithKey(Generic[T, K]):
         fn: Callable[[S, K, T], Iterable[R] | None],
         ttl: int = 0,
         on_evict_fn: Callable[[S, K, int], Iterable[R] | None] | None = None,
+        *,
+        copy_fn: Callable[[S], S] | None = None,
     ) -> Any:
-        """Every item of ``fn(state, key, item)``; one state per key."""
-        return self._stage._stateful("flat-map", self.key_fn, create_fn, fn, ttl, on_evict_fn)
+        """Every item of ``fn(state, key, item)``; one state per key.
+
+        ``copy_fn``: see :meth:`map_stateful`.
+        """
+        return self._stage._stateful("flat-map", self.key_fn, create_fn, fn, ttl, on_evict_fn, copy_fn)
 
     def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> Any:
         """After each item, ``(key, aggregate of the key's items so far)``."""
-        create_fn, fn = _rolling(op, keyed=True)
-        return self._stage._stateful("map", self.key_fn, create_fn, fn)
+        create_fn, fn, copy_fn = _rolling(op, keyed=True)
+        return self._stage._stateful("map", self.key_fn, create_fn, fn, copy_fn=copy_fn)
 
     def map_using_service(
         self, factory: service_mod.ServiceFactory[Any, V], fn: Callable[[V, K, T], R | None]
@@ -713,16 +782,26 @@ class StreamStage(GeneralStage[T]):
     def has_timestamps(self) -> bool:
         return self._timestamped
 
-    def map_stateful(self, create_fn: Callable[[], S], fn: Callable[[S, T], R | None]) -> StreamStage[R]:
+    def map_stateful(
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, T], R | None],
+        *,
+        copy_fn: Callable[[S], S] | None = None,
+    ) -> StreamStage[R]:
         """``fn(state, item)`` with one state object for the whole stage (on one processor)."""
-        stage: StreamStage[R] = super().map_stateful(create_fn, fn)
+        stage: StreamStage[R] = super().map_stateful(create_fn, fn, copy_fn=copy_fn)
         return stage
 
     def flat_map_stateful(
-        self, create_fn: Callable[[], S], fn: Callable[[S, T], Iterable[R] | None]
+        self,
+        create_fn: Callable[[], S],
+        fn: Callable[[S, T], Iterable[R] | None],
+        *,
+        copy_fn: Callable[[S], S] | None = None,
     ) -> StreamStage[R]:
         """Every item of ``fn(state, item)``; one global state."""
-        stage: StreamStage[R] = super().flat_map_stateful(create_fn, fn)
+        stage: StreamStage[R] = super().flat_map_stateful(create_fn, fn, copy_fn=copy_fn)
         return stage
 
     def rolling_aggregate(self, op: agg.AggregateOperation[Any, R]) -> StreamStage[R]:

@@ -52,7 +52,11 @@ class _KeyedStateP(processor.Processor):
         return _emit(self.outbox, self._emitting)
 
     def save_to_snapshot(self) -> bool:
-        return self._snapshot.write(self.outbox, lambda: list(self._accs.items()))
+        return self._snapshot.write(self.outbox, self._entries_to_save)
+
+    def _entries_to_save(self) -> list[tuple[Any, Any]]:
+        # copies taken now, at the barrier: the member pickles them off this thread
+        return snapshot_writer.copies(self._accs.items(), self._op.copy_fn, self.context.vertex_name)
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         accs = self._accs

@@ -201,15 +201,15 @@ class HashJoinP(processor.Processor):
     def save_to_snapshot(self) -> bool:
         return self._snapshot.write(self.outbox, self._table_chunks)
 
-    def _table_chunks(self) -> Iterator[tuple[HashJoinTableKey, list[tuple[Any, list[Any]]]]]:
+    def _table_chunks(self) -> Iterator[tuple[HashJoinTableKey, snapshot_writer.Copied]]:
         index = self.context.global_processor_index
         chunks = []
         for clause, table in enumerate(self._tables):
             entries = [(key, list(values)) for key, values in table.items()]
             for chunk, start in enumerate(range(0, len(entries), SNAPSHOT_CHUNK)):
-                chunks.append(
-                    (HashJoinTableKey(index, clause, chunk), entries[start : start + SNAPSHOT_CHUNK])
-                )
+                # a chunk is a copy already (new lists of the items): the member pickles it
+                copy = snapshot_writer.Copied(entries[start : start + SNAPSHOT_CHUNK])
+                chunks.append((HashJoinTableKey(index, clause, chunk), copy))
         return iter(chunks)
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:

@@ -259,10 +259,15 @@ class SessionWindowP(processor.Processor):
         return self._snapshot.write(self.outbox, self._snapshot_entries)
 
     def _snapshot_entries(self) -> list[tuple[Any, Any]]:
-        entries: list[tuple[Any, Any]] = [
+        copy = self._op.copy_fn
+        by_key = (
             (key, tuple((s.start, s.end, s.acc) for s in sessions))
             for key, sessions in self._sessions.items()
-        ]
+        )
+        # copies taken now, at the barrier: the member pickles them off this thread
+        entries = snapshot_writer.copies(
+            by_key, None if copy is None else _sessions_copy(copy), self.context.vertex_name
+        )
         entries.append((SessionWatermarkKey(self.context.global_processor_index), self._watermark))
         return entries
 
@@ -290,6 +295,13 @@ class SessionWindowP(processor.Processor):
             self._watermark = self._restored_watermark
             self._restored_watermark = None
         return True
+
+
+def _sessions_copy(copy: Callable[[Any], Any]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A copy of a key's saved sessions ``((start, end, acc), ...)`` that copies each accumulator."""
+    if copy is agg.IDENTITY:
+        return agg.IDENTITY
+    return lambda sessions: tuple((start, end, copy(acc)) for start, end, acc in sessions)
 
 
 def _overlapping(sessions: list[_Session], start: int, end: int) -> tuple[int, int]:

@@ -17,6 +17,14 @@ member pickles them off the processing thread, and until it has, a state the
 next item of its key would change is pickled first, here. So a snapshot costs
 the processing thread the states touched while it is being stored, not a
 pickle of every state at the barrier.
+
+With a ``copy_fn`` (``map_stateful(..., copy_fn=...)``; a rolling aggregation
+brings its operation's) that state is not pickled here but copied: ``copy_fn``
+returns a copy of a state that ``fn`` will not change (a new list of the same
+items, say), and the member pickles the copy. A state is copied at most once
+per snapshot, before its first change after the barrier, so the copy is the
+state at the barrier. A ``copy_fn`` that fails fails the job with an error that
+names the stage.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ class StatefulP(processor.Processor):
         timestamped: bool,
         ttl: int = 0,
         on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+        copy_fn: Callable[[Any], Any] | None = None,
     ) -> None:
         if kind not in (MAP, FILTER, FLAT_MAP):
             raise ValueError(f"unknown stateful kind {kind!r}")
@@ -59,6 +68,7 @@ class StatefulP(processor.Processor):
         self._timestamped = timestamped
         self._ttl = ttl
         self._on_evict = on_evict_fn
+        self._copy_fn = copy_fn
         self._states: dict[Any, list[Any]] = {}  # key -> [state, latest event time]
         self._pending: list[Any] = []
         self._pending_watermark: wm.Watermark | None = None
@@ -166,9 +176,17 @@ class StatefulP(processor.Processor):
         return self._snapshot.write(self.outbox, self._lend)
 
     def _lend(self) -> list[tuple[Any, snapshot_writer.Lent]]:
-        self._loan = snapshot_writer.Loan(self._states)
+        self._loan = snapshot_writer.Loan(self._states, None if self._copy_fn is None else self._copy_slot)
         lent = snapshot_writer.Lent(self._loan)
         return [(key, lent) for key in self._states]
+
+    def _copy_slot(self, slot: list[Any]) -> list[Any]:
+        copy_fn = self._copy_fn
+        assert copy_fn is not None
+        try:
+            return [copy_fn(slot[0]), slot[1]]
+        except Exception as exc:
+            raise snapshot_writer.CopyError(self.context.vertex_name, exc) from exc
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
         for key, slot in inbox.take_all():
@@ -185,11 +203,13 @@ def stateful_p(
     timestamped: bool = False,
     ttl: int = 0,
     on_evict_fn: Callable[[Any, Any, int], Any] | None = None,
+    copy_fn: Callable[[Any], Any] | None = None,
 ) -> processor.ProcessorFactory:
     """A factory of :class:`StatefulP`; see the module doc.
 
     ``fn`` is ``fn(state, key, item)`` when ``key_fn`` is given, else
     ``fn(state, item)``; it returns a result (map), a truth value (filter) or
-    an iterable (flat-map), None meaning nothing.
+    an iterable (flat-map), None meaning nothing. ``copy_fn(state)``, if
+    given, copies a state for snapshots (see the module doc).
     """
-    return lambda: StatefulP(kind, key_fn, create_fn, fn, timestamped, ttl, on_evict_fn)
+    return lambda: StatefulP(kind, key_fn, create_fn, fn, timestamped, ttl, on_evict_fn, copy_fn)

@@ -73,7 +73,7 @@ from typing import Any
 from jetlet import datamodel
 from jetlet.aggregate import operation as agg
 from jetlet.aggregate import operations
-from jetlet.core import event_time, processor, snapshot_keys
+from jetlet.core import event_time, processor, snapshot_keys, snapshot_writer
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import watermark as wm
@@ -466,11 +466,16 @@ class SlidingWindowP(processor.Processor):
         if self._flushing is not None and not self._flushing.emit(self.outbox):
             return False
         if self._snapshotting is None:
-            entries: list[tuple[Any, Any]] = [
-                (FrameSnapshotKey(frame_ts, key), acc)
-                for frame_ts, frame in self._frames.items()
-                for key, acc in frame.items()
-            ]
+            # copies taken now, at the barrier: the member pickles them off this thread
+            entries = snapshot_writer.copies(
+                (
+                    (FrameSnapshotKey(frame_ts, key), acc)
+                    for frame_ts, frame in self._frames.items()
+                    for key, acc in frame.items()
+                ),
+                self._op.copy_fn,
+                self.context.vertex_name,
+            )
             key = snapshot_keys.ProcessorKey(_NEXT_WIN_TAG, self.context.global_processor_index)
             entries.append((key, self._next_win))  # None too: it holds back the restored minimum
             self._snapshotting = _Emission(iter([entries]))
