@@ -9,8 +9,11 @@ SRC_DIRS := worker operator tests bench examples
 # more than they compute. tests/kube and tests/spark each run whole on one worker (tests/conftest.py),
 # which starts their control plane or JVM once. `make test PYTEST_WORKERS=` runs it in one process.
 PYTEST_WORKERS ?= -n 2 --dist loadgroup
+# The NEXMark peers' real runs (marker `peers`) download PyFlink (about 1 GB from PyPI) and Hazelcast
+# (Maven Central) the first time: minutes, so `make test` leaves them to `make test-peers`.
+PYTEST_SELECT ?= -m "not peers"
 
-.PHONY: run test bench lint format clean kube-bins kube-up kube-down chromium
+.PHONY: run test test-peers bench lint format clean kube-bins kube-up kube-down chromium
 
 # The Kubernetes control plane of tests/kube, built from Go modules (docs/testing-on-kubernetes.md).
 KUBE_VERSION := v1.36.3
@@ -44,7 +47,11 @@ test: $(VENV)/.stamp-test kube-bins chromium
 	$(VENV)/bin/ruff format --check $(SRC_DIRS)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest $(PYTEST_WORKERS)
+	$(VENV)/bin/pytest $(PYTEST_WORKERS) $(PYTEST_SELECT)
+
+# The NEXMark peers run for real (PyFlink, Hazelcast Jet), each checked against plain Python.
+test-peers: $(VENV)/.stamp-test
+	$(VENV)/bin/pytest -m peers tests/nexmark
 
 # Does nothing when the binaries are there; without Go or the module proxy it says so and the
 # tests under tests/kube skip.

@@ -126,7 +126,7 @@ def test_hazelcast_expresses_every_query(peer: str, query: str) -> None:
     assert how
 
 
-@pytest.mark.slow
+@pytest.mark.peers
 def test_real_q1_run_matches_the_reference(tmp_path: Path) -> None:
     # given the jar, built unless fresh (a build failure fails the test)
     runner.build()

@@ -189,7 +189,7 @@ def test_canonical_rows_of_an_updating_query_is_each_keys_most_updated_row(tmp_p
     assert sorted(rows) == [(10, 7.5), (11, 3.0)]
 
 
-@pytest.mark.slow
+@pytest.mark.peers
 @pytest.mark.timeout(900)
 def test_real_q1_run_matches_the_reference(tmp_path: Path) -> None:
     # given the PyFlink venv, made from PyPI unless ready (a failed install fails the test)
