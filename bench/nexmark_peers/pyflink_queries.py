@@ -262,7 +262,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--parallelism", type=int, default=1, help="Flink tasks per operator: 1 = one member, 2 = two"
     )
     parser.add_argument(
-        "--python-mode", choices=("process", "thread"), default="process", help="python.execution-mode"
+        "--python-mode",
+        choices=("thread", "process"),
+        default="thread",
+        help="python.execution-mode: thread (embedded, the default here) or process (Flink's default)",
     )
     args = parser.parse_args(argv)
     if args.parallelism < 1:

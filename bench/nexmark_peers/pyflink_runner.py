@@ -13,9 +13,10 @@ job's submission to its end (``execute_insert(...).wait()``). The timed job stil
 and starts its Python worker: that is part of every Flink job and stays in its time; Flink's own
 net runtime of the job is reported beside it. The sink's files are read back after the timing.
 
-The UDFs run in PyFlink's Python worker, in ``--python-mode``: ``process`` (Flink's default: a Beam
-SDK worker process fed over gRPC in bundles; the harness's choice) or ``thread`` (embedded in the
-JVM by pemja, the venv's site-packages put on ``PYTHONPATH`` for it; checked on Q1 only).
+The Python functions run in ``--python-mode``: ``thread`` (the default here: embedded in the JVM by
+pemja, the venv's site-packages put on ``PYTHONPATH`` for it; Flink's documented faster mode, 2.3x
+the events/s of process mode on Q1 here) or ``process`` (Flink's own default: a Beam SDK worker
+process fed over gRPC in bundles). Both give the reference's digests.
 
 Input. Flink reads the neutral events file (:mod:`.events_file`) with its ``filesystem`` connector
 and ``json`` format, parsing in the JVM against a declared schema, as Spark's file source does. The

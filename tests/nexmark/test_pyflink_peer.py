@@ -2,8 +2,9 @@
 commands, SQL, Python functions and reading back of results, and one real run of Q1 checked against
 the plain-Python reference.
 
-The real run needs Java 17 and the PyFlink venv (``bench/.venvs/pyflink``, made from PyPI when
-missing: about 4 minutes and 1 GB, once): an install that fails fails the test, it does not skip.
+The real run (marker ``peers``: ``make test-peers``, not ``make test``) needs Java 17 and the
+PyFlink venv (``bench/.venvs/pyflink``, made from PyPI when missing: about 4 minutes and 1 GB,
+once): an install that fails fails the test, it does not skip.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def test_command_runs_the_pyflink_runner_at_the_peers_parallelism(peer: str, par
     # and the command line it builds is the one the runner parses
     args = queries.parse_args(command[3:])
     assert (args.query, args.parallelism, args.window_ms, args.slide_ms) == ("q5", int(parallelism), 100, 20)
-    assert args.python_mode == "process"
+    assert args.python_mode == "thread"
 
 
 def test_other_peers_commands_have_no_parallelism_flag() -> None:
