@@ -37,6 +37,8 @@ def _report(rows: int) -> dict[str, Any]:
         "events_per_s": 10000.0,
         "startup_s": 4.25,
         "cpu_s": 0.75,
+        "warmup_events": 5000,
+        "warmup_s": 0.625,
         "emitted": rows,
         "results": rows,
         "versions": {"hazelcast": "5.6.0", "java": "17.0.15+6"},
@@ -45,7 +47,7 @@ def _report(rows: int) -> dict[str, Any]:
 
 def test_java_command_names_the_query_members_and_files(tmp_path: Path) -> None:
     # when the command of a two-member Q5 run is built
-    command = runner.java_command("q5", 5000, 2, tmp_path / "r.json", tmp_path / "rows", 2000, 500)
+    command = runner.java_command("q5", 5000, 2, tmp_path / "r.json", tmp_path / "rows", 2000, 500, 700)
     # then it runs the runner's main class from the jar and its libraries, with every setting
     assert command[0] == "java"
     classpath = command[command.index("-cp") + 1]
@@ -58,6 +60,7 @@ def test_java_command_names_the_query_members_and_files(tmp_path: Path) -> None:
         "--members": "2",
         "--window-ms": "2000",
         "--slide-ms": "500",
+        "--warmup-events": "700",
         "--out-json": str(tmp_path / "r.json"),
         "--rows-file": str(tmp_path / "rows"),
     }
@@ -85,6 +88,7 @@ def test_peer_run_digests_the_rows_and_notes_the_versions() -> None:
     assert run.expressible
     assert "Hazelcast 5.6.0 on Java 17.0.15+6, 2 member(s)" in run.note
     assert "start-up 4.2 s" in run.note
+    assert "warm-up job of 5,000 events (0.6 s)" in run.note
     assert "150.00 CPU µs/event" in run.note
 
 

@@ -28,7 +28,8 @@ import java.util.logging.Logger;
  *
  * <p>{@code --query q5 --events N --members 1|2 --out-json R --rows-file F}: starts an embedded
  * member (and, for 2 members, a second JVM running this class with {@code --member}, joined by
- * TCP-IP on 127.0.0.1, multicast off), reports that start-up apart, then times one job from
+ * TCP-IP on 127.0.0.1, multicast off), reports that start-up apart, runs the same query once
+ * untimed over the first {@code --warmup-events} events (the JIT's warm-up), then times one job from
  * submission to completion: the generator source, the query, an IList sink, and the CPU time the
  * JVMs spent meanwhile (a figure the machine's load moves far less than the wall clock). The rows
  * are read back and written (JSON lines) after the timing. The second member lives until its stdin
@@ -66,9 +67,18 @@ public final class NexmarkPeer {
         try {
             awaitMembers(first, members);
             double startup = ManagementFactory.getRuntimeMXBean().getUptime() / 1000.0;
+            long windowMs = Long.parseLong(args.getOrDefault("window-ms", "10000"));
+            long slideMs = Long.parseLong(args.getOrDefault("slide-ms", "1000"));
+            long warmupEvents = Long.parseLong(args.getOrDefault("warmup-events", "0"));
+            long warmupStarted = System.nanoTime();
+            if (warmupEvents > 0) {
+                first.getJet().newJob(Queries.pipeline(query, warmupEvents, windowMs, slideMs, "nexmark-warmup"))
+                    .join();
+                first.getList("nexmark-warmup").destroy();
+            }
+            double warmupSeconds = (System.nanoTime() - warmupStarted) / 1e9;
             String results = "nexmark-results-" + query;
-            Pipeline pipeline = Queries.pipeline(query, count, Long.parseLong(args.getOrDefault("window-ms", "10000")),
-                Long.parseLong(args.getOrDefault("slide-ms", "1000")), results);
+            Pipeline pipeline = Queries.pipeline(query, count, windowMs, slideMs, results);
             long cpuBefore = cpuNanos(second);
             long began = System.nanoTime();
             first.getJet().newJob(pipeline).join();
@@ -86,6 +96,8 @@ public final class NexmarkPeer {
             report.put("events_per_s", seconds > 0 ? count / seconds : null);
             report.put("cpu_s", cpuSeconds);
             report.put("startup_s", startup);
+            report.put("warmup_events", warmupEvents);
+            report.put("warmup_s", warmupSeconds);
             report.put("emitted", emitted.size());
             report.put("results", rows.size());
             report.put("rows_file", args.get("rows-file"));
@@ -130,7 +142,7 @@ public final class NexmarkPeer {
         config.setProperty("hazelcast.socket.bind.any", "false");
         config.setProperty("hazelcast.wait.seconds.before.join", "0");
         config.getJetConfig().setEnabled(true);
-        config.getListConfig("nexmark-results-*").setBackupCount(0);
+        config.getListConfig("nexmark-*").setBackupCount(0);
         NetworkConfig network = config.getNetworkConfig();
         network.setPort(port).setPortAutoIncrement(true).setPortCount(200);
         network.getInterfaces().setEnabled(true).addInterface("127.0.0.1");
