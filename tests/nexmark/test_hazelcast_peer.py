@@ -2,9 +2,10 @@
 the Java runner's report, a failed build, and one real build and run of Q1 checked against the
 plain-Python reference.
 
-The real run needs Java 17 and Maven with Maven Central (or a filled ``~/.m2``): without them it
-fails, it does not skip. It builds the jar only when the sources are newer than it (the first build
-on an empty ``~/.m2`` downloads Hazelcast and Maven's plugins: minutes, once).
+The real run (marker ``peers``: ``make test-peers``, not ``make test``) needs Java 17 and Maven with
+Maven Central (or a filled ``~/.m2``): without them it fails, it does not skip. It builds the jar
+only when the sources are newer than it (the first build on an empty ``~/.m2`` downloads Hazelcast
+and Maven's plugins: minutes, once).
 """
 
 from __future__ import annotations
