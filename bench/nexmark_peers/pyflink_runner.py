@@ -26,7 +26,10 @@ recent, hot ids; the 1:3:46 mix; times from the event number). Expressing them w
 generator as a Python table function over ``datagen``'s sequence: a second copy of
 ``jetlet.nexmark.generator`` (``java.util.Random`` included), which the peers may not import, and a
 measurement of Python generating events rather than of Flink running the query. The file is the
-same input, read the same way, as the PySpark and Bytewax peers read.
+same input, read the same way, as the PySpark and Bytewax peers read. At parallelism 2 one source
+task reads the whole file (seen with 500,000 events, 94 MB: every row of Q0 came from one sink task),
+so the operators chained to the source (Q0-Q2, Q13's lookup) run on one task; the stages after a
+shuffle (joins, windows, keyed functions) use both.
 
 Per query, what is SQL and what is Python (as :func:`bench.nexmark_peers.expressible` says):
 Q0 a SQL projection; Q1 a SQL filter, the currency conversion a Python UDF per bid; Q2 the
