@@ -114,6 +114,7 @@ def operator(kube: KubeCluster, kube_namespace: str, crds: None, tmp_path: Path)
             "--timeout=60s",
             namespace=kube_namespace,
             check=False,
+            timeout=90.0,  # past kubectl's own --timeout, so a slow deletion ends kubectl, not the test
         )
         running.stop()
 
