@@ -15,6 +15,9 @@ PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 MODULES_WITH_EXAMPLES = [
     "jetlet._embedded",
     "jetlet.aggregate",
+    "jetlet.batches.column_batch",
+    "jetlet.batches.windows",
+    "jetlet.nexmark.batch_source",
     "jetlet.core.dag",
     "jetlet.core.edge",
     "jetlet.core.partitioning",

@@ -175,10 +175,10 @@ def watermark_stride(graph: Mapping[tf.Transform, object]) -> int:
     Watermarks are throttled to this stride, since a window can only close on
     a slide boundary: finer watermarks would cost work and change nothing.
     """
-    slides = [
-        t.window.slide
+    slides: list[int] = [
+        window.slide
         for t in graph
-        if isinstance(t, tf.WindowAggregateTransform) and t.window.kind == "sliding"
+        if (window := getattr(t, "window", None)) is not None and window.kind == "sliding"
     ]
     if not slides:
         return MAXIMUM_WATERMARK_GAP
