@@ -302,6 +302,52 @@ def test_the_frames_processor_counts_rows_in_and_late_rows_dropped() -> None:
     assert processor.metrics() == {"lateEventsDropped": 1, "receivedRows": 6}
 
 
+def test_restored_frames_processors_keep_their_own_frames_and_send_a_gone_ones_at_once() -> None:
+    # given the snapshot of two frames processors: processor 0 had seen watermark 290 (its frame
+    # 300 open), processor 1 only watermark 0 (its frame 100 open)
+    spec = bw.Spec(size=50, slide=10, key="k", op="count", value=None, name="count")
+    saved = [
+        (ProcessorKey(bw._PREPARE_TAG, 0), (290, {300: bw.Partial(np.array([1]), np.array([4]))})),
+        (ProcessorKey(bw._PREPARE_TAG, 1), (0, {100: bw.Partial(np.array([2, 3]), np.array([5, 6]))})),
+    ]
+
+    def restored(index: int, parallelism: int) -> tuple[bw.AccumulateFramesP, TestOutbox]:
+        processor, outbox = bw.AccumulateFramesP(spec), TestOutbox(1, 100)
+        context = make_context(global_processor_index=index, local_parallelism=parallelism)
+        processor.init(outbox, context)
+        processor.restore_from_snapshot(jetlet.core.Inbox(list(saved)))
+        assert processor.finish_snapshot_restore()
+        return processor, outbox
+
+    def emitted(processor: bw.AccumulateFramesP, outbox: TestOutbox, watermark: int | None) -> list[Any]:
+        outputs: list[list[Any]] = [[]]
+        outbox.drain(outputs, [])
+        while watermark is not None and not processor.try_process_watermark(Watermark(watermark)):
+            outbox.drain(outputs, [])
+        outbox.drain(outputs, [])
+        return [
+            x if type(x) is Watermark else (x[0], x[1].keys.tolist(), x[1].values.tolist())
+            for x in outputs[0]
+        ]
+
+    # when both are restored with the same parallelism, then each keeps the frames it saved, for
+    # its own watermark (from the lowest saved): processor 1's input resumes where its source
+    # stopped, so its watermark passes 100, while processor 0's need never (its source may have
+    # sent everything before the snapshot; once it is idle, the combine would close the windows
+    # of frame 100 without these rows)
+    first, first_out = restored(0, 2)
+    second, second_out = restored(1, 2)
+    assert emitted(first, first_out, None) == emitted(second, second_out, None) == []
+    assert emitted(first, first_out, 100) == [Watermark(100)]
+    assert emitted(second, second_out, 100) == [(100, [2, 3], [5, 6]), Watermark(100)]
+    assert emitted(first, first_out, 300) == [(300, [1], [4]), Watermark(300)]
+    # and restored as one processor, it sends processor 1's frame at once, not on its watermark
+    alone, alone_out = restored(0, 1)
+    assert emitted(alone, alone_out, None) == [(100, [2, 3], [5, 6])]
+    assert emitted(alone, alone_out, 300) == [(300, [1], [4]), Watermark(300)]
+    assert alone.watermark == 300
+
+
 def plain_hot_auctions(
     bids: list[tuple[int, int, int, int]], window_ms: int, slide_ms: int, up_to: int
 ) -> dict[int, list[tuple[int, int]]]:

@@ -25,9 +25,15 @@ integer keys in a range not much wider than the rows are aggregated densely (``b
 Snapshots: prepare saves its last watermark and its frames compacted to one partial each (a
 restored processor takes the lowest watermark saved), combine its partials per frame and the next
 window end, each under a :class:`~jetlet.core.snapshot_keys.ProcessorKey`. Every
-processor of a vertex is given every saved entry; a prepare processor of index 0 takes all of
-them (partials of any processor may be combined anywhere: they are summed downstream), the others
-none; the single combine processor takes them all.
+processor of a vertex is given every saved entry. A prepare processor keeps the frames that the
+processor of its own index saved, to send when its watermark passes them, as before the restore
+(its input resumes where that processor's stopped). The frames of a processor that no longer exists
+(the parallelism shrank) are taken by the prepare processor of index 0, which sends them downstream
+at once, before anything else (partials of any processor may be combined anywhere: they are summed
+by frame end downstream). No processor may hold another's frames for its own watermark: that one
+follows its own input, which need never pass them (its source may have emitted all it had before
+the snapshot), and once that input is idle the combine stops waiting for this processor and closes
+those frames' windows without their rows. The single combine processor takes every entry.
 """
 
 from __future__ import annotations
@@ -188,6 +194,8 @@ class AccumulateFramesP(proc.Processor):
         self.rows = 0
         self._pending: list[Any] = []
         self._restored_watermarks: list[int] = []
+        self._restored_foreign: dict[int, list[Partial]] = {}
+        """Frames of processors that no longer exist (restored into index 0): sent before anything else."""
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         spec = self.spec
@@ -250,17 +258,25 @@ class AccumulateFramesP(proc.Processor):
         return self.outbox.offer_to_snapshot(key, (self.watermark, saved))
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
-        for _key, (watermark, saved) in inbox.take_all():
+        index = self.context.global_processor_index
+        for key, (watermark, saved) in inbox.take_all():
             self._restored_watermarks.append(watermark)
-            if self.context.global_processor_index == 0:
+            if key.processor_index == index:
                 for end, partial in saved.items():
                     self._frame(end).partials.append(partial)
+            elif index == 0 and key.processor_index >= self.context.total_parallelism:
+                for end, partial in saved.items():
+                    self._restored_foreign.setdefault(end, []).append(partial)
 
     def finish_snapshot_restore(self) -> bool:
         if self._restored_watermarks:  # the lowest: never drop a row another processor accepted
             self.watermark = min(self._restored_watermarks)
             self._restored_watermarks = []
-        return True
+        if self._restored_foreign:  # not held for this processor's watermark: see the module doc
+            op, foreign = self.spec.op, self._restored_foreign
+            self._pending = [(end, combine_partials(op, foreign[end])) for end in sorted(foreign)]
+            self._restored_foreign = {}
+        return self._drain()
 
     def metrics(self) -> dict[str, int]:
         return {"lateEventsDropped": self.late, "receivedRows": self.rows}
