@@ -288,3 +288,43 @@ def test_a_member_that_alone_stops_hearing_the_coordinator_keeps_it_and_never_sa
     net.cutting = False
     net.run(5 * HEARTBEAT)
     assert _formed(net) and net.coordinators() == {"m1"}
+
+
+class PausedCoordinator(Network):
+    """m1 is paused (it neither runs nor hears anything) and the first list sent to ``lose_for`` is lost."""
+
+    def __init__(self, lose_for: str) -> None:
+        super().__init__()
+        self.lose_for = lose_for
+        self.lost = 0
+
+    def send(self, outgoing: list[membership.Outgoing]) -> None:
+        for out in outgoing:
+            if not self.lost and out.message["kind"] == "members" and out.name == self.lose_for:
+                self.lost += 1
+                continue
+            super().send([out])
+
+    def run(self, millis: int) -> None:
+        paused = self.members.pop("m1")
+        try:
+            super().run(millis)
+        finally:
+            self.members["m1"] = paused
+
+
+def test_a_member_that_missed_the_take_over_list_gets_it_though_its_old_coordinators_list_is_older() -> None:
+    # given m1 (coordinator), m2, m3; m1 paused past the failure timeout; the next in line takes
+    # over and publishes the list without m1, and that publication to the third member is lost
+    # (chaos pause-coordinator-sbp seed 1: that member stayed on m1's list for good, since m1's
+    # list prevails by age, and the job hung between the two views)
+    net = _three_formed()
+    order = net.members["m1"].member_list.names
+    next_in_line, third = order[1], order[2]
+    net2 = PausedCoordinator(lose_for=third)
+    net2.members, net2.now = net.members, net.now
+    net2.run(TIMEOUT + 10 * HEARTBEAT)
+    assert net2.lost == 1
+    # then the new coordinator's heartbeats repair it: both members hold the list without m1
+    views = {name: net2.members[name].member_list.names for name in (next_in_line, third)}
+    assert set(views.values()) == {(next_in_line, third)}, views
