@@ -309,7 +309,10 @@ class Membership:
         ):
             self.member_list = MemberList(theirs.version + 1, self.member_list.members)
             mine = self.member_list.view
-        if not prevails(mine, theirs):
+        # a member still following a coordinator that this one's list dropped gets the list too: it
+        # adopts it once it no longer hears that coordinator either (``_drops_silent_coordinator``)
+        follows_dropped = self.is_coordinator and theirs.coordinator_uuid in self._departed
+        if not prevails(mine, theirs) and not follows_dropped:
             return []
         return [Outgoing({"kind": "members", "list": self.member_list.to_dict()}, name=name)]
 
