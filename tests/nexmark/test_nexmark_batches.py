@@ -17,12 +17,17 @@ import numpy as np
 import pytest
 
 import jetlet
+from jetlet._execution.inbound import InboundStream, WatermarkCoalescer
+from jetlet._execution.outbound import OutboundCollector
+from jetlet._execution.processor_tasklet import ProcessorTasklet
+from jetlet._execution.queues import SpscQueue
 from jetlet.batches import ColumnBatch
 from jetlet.batches import windows as bw
+from jetlet.core import Outbox, RoutingPolicy
 from jetlet.core import processor as proc
 from jetlet.core.processors.sources import SlicePosition
 from jetlet.core.snapshot_keys import ProcessorKey
-from jetlet.core.watermark import Watermark
+from jetlet.core.watermark import IDLE_MESSAGE, Watermark
 from jetlet.errors import JobCancelledError
 from jetlet.local_cluster import local_cluster
 from jetlet.nexmark import batch_queries, queries
@@ -348,6 +353,70 @@ def test_restored_frames_processors_keep_their_own_frames_and_send_a_gone_ones_a
     assert emitted(alone, alone_out, None) == [(100, [2, 3], [5, 6])]
     assert emitted(alone, alone_out, 300) == [(300, [1], [4]), Watermark(300)]
     assert alone.watermark == 300
+
+
+def _partials(items: list[Any]) -> list[Any]:
+    """Watermarks as they are, ``(frame end, Partial)`` events as ``(end, {key: value})``."""
+    return [
+        x
+        if type(x) is Watermark
+        else (x[0], dict(zip(x[1].keys.tolist(), x[1].values.tolist(), strict=True)))
+        for x in items
+    ]
+
+
+def test_a_frames_processor_whose_input_turns_idle_sends_its_frames_before_the_idle_message() -> None:
+    # given a frames processor in an engine tasklet, whose input brings rows of frame 200 (times
+    # 120-150), a watermark of 100 (the frame stays open), then IDLE_MESSAGE (the source has sent
+    # nothing for idle_timeout_ms)
+    spec = bw.Spec(size=100, slide=100, key="k", op="count", value=None, name="count")
+    rows = ColumnBatch({"k": np.array([1, 2, 1]), "t": np.array([120, 130, 150])}, "t")
+    source, output = SpscQueue(100), SpscQueue(100)
+    source.offer_batch([(150, rows)])
+    source.offer_control(Watermark(100))
+    source.offer_control(IDLE_MESSAGE)
+    context = make_context()
+    tasklet = ProcessorTasklet(
+        "prepare#0",
+        bw.AccumulateFramesP(spec),
+        context,
+        Outbox(1),
+        [InboundStream(0, 0, [source], WatermarkCoalescer(1), 0)],
+        [OutboundCollector([output], RoutingPolicy.UNICAST)],
+    )
+    tasklet.init()
+    emitted: list[Any] = []
+    # when the tasklet has run until the idle message came out
+    for _ in range(100):
+        tasklet.call()
+        while (element := output.poll()) is not None:
+            emitted.extend(element if type(element) is list else [element])
+        if IDLE_MESSAGE in emitted:
+            break
+    # then the frame went downstream before the idle message: the combine, which stops waiting
+    # for an idle input, closes the frame's windows with these rows (it lost them before)
+    assert _partials(emitted) == [Watermark(100), (200, {1: 2, 2: 1}), IDLE_MESSAGE]
+
+
+def test_frames_sent_on_idle_take_rows_that_come_later_as_a_new_partial() -> None:
+    # given rows of frame 200, the input turning idle, then rows of frames 200 and 300 and a watermark
+    spec = bw.Spec(size=100, slide=100, key="k", op="sum", value="v", name="sum")
+    first = ColumnBatch({"k": np.array([1, 2]), "v": np.array([5, 6]), "t": np.array([120, 150])}, "t")
+    later = ColumnBatch({"k": np.array([1, 3]), "v": np.array([7, 8]), "t": np.array([190, 210])}, "t")
+    items = [(150, first), Watermark(100), IDLE_MESSAGE, (210, later), Watermark(300)]
+    # then (through snapshots and a full outbox) frame 200 goes before the idle message, and the
+    # later row of frame 200 in a second partial of that frame (the combine adds partials by frame)
+    expected = [
+        Watermark(100),
+        (200, {1: 5, 2: 6}),
+        IDLE_MESSAGE,
+        (200, {1: 7}),
+        (300, {3: 8}),
+        Watermark(300),
+    ]
+    verify_processor(lambda: bw.AccumulateFramesP(spec)).cooperative_time_limit(5.0).input(
+        items
+    ).output_checker(lambda want, got: _partials(got) == want).expect_output(expected).verify()
 
 
 def plain_hot_auctions(

@@ -302,6 +302,8 @@ class _Run:
         return self.outputs
 
     def _process_watermark(self, watermark: wm.Watermark) -> bool:
+        if watermark.is_idle_message():  # as the engine's tasklet does
+            return self.processor.try_process_idle()
         return self.processor.try_process_watermark(watermark)
 
     def _complete_edge(self, ordinal: int) -> bool:

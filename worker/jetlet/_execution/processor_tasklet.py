@@ -309,7 +309,7 @@ class ProcessorTasklet(Tasklet):
 
     def _process_watermark(self, watermark: wm.Watermark) -> bool:
         if watermark.is_idle_message():
-            accepted = self.outbox.offer(watermark)
+            accepted = self.processor.try_process_idle()
         else:
             accepted = self.processor.try_process_watermark(watermark)
         if accepted:

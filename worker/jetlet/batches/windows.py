@@ -10,7 +10,13 @@
   :data:`COMPACT_ROWS` rows. Rows below the last watermark received are late: dropped and counted
   (``lateEventsDropped``, in rows; ``receivedRows`` counts every row in, where the engine's
   ``receivedCount`` counts batches). When the watermark reaches a frame's end the frame is complete: its
-  partial goes downstream as a ``(frame end, Partial)`` event, then the watermark.
+  partial goes downstream as a ``(frame end, Partial)`` event, then the watermark. When the input
+  turns idle (``IDLE_MESSAGE``: its source has sent nothing for ``idle_timeout_ms``), every frame
+  held goes downstream at once, then the idle message: the combine leaves an idle input out of its
+  watermark (as in Jet) and would close those frames' windows without their rows. The watermark
+  stays where it was; rows that arrive later for a frame already sent make a new partial of the
+  same frame end, which the combine adds while the frame's windows are open (later, their rows are
+  late there, as any row after an idle period may be).
 * **combine** (one processor in the cluster, distributed all-to-one edge): keeps every frame's
   partials; when the watermark reaches a window's end it combines the partials of the window's
   frames and emits ``(end, WindowResult(start, end, ColumnBatch({key: keys, name: aggregates})))``,
@@ -32,8 +38,8 @@ processor of its own index saved, to send when its watermark passes them, as bef
 at once, before anything else (partials of any processor may be combined anywhere: they are summed
 by frame end downstream). No processor may hold another's frames for its own watermark: that one
 follows its own input, which need never pass them (its source may have emitted all it had before
-the snapshot), and once that input is idle the combine stops waiting for this processor and closes
-those frames' windows without their rows. The single combine processor takes every entry.
+the snapshot): such frames go downstream only when that input turns idle (above), after
+``idle_timeout_ms``. The single combine processor takes every entry.
 """
 
 from __future__ import annotations
@@ -227,10 +233,17 @@ class AccumulateFramesP(proc.Processor):
         return frame
 
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
+        if watermark.is_idle_message():
+            return self.try_process_idle()
         if not self._pending:
-            if not watermark.is_idle_message():
-                self.watermark = max(self.watermark, watermark.timestamp)
+            self.watermark = max(self.watermark, watermark.timestamp)
             self._pending = [*self._flush(self.watermark), watermark]
+        return self._drain()
+
+    def try_process_idle(self) -> bool:
+        """Every frame held goes downstream before ``IDLE_MESSAGE``: see the module doc."""
+        if not self._pending:
+            self._pending = [*self._flush(1 << 62), wm.IDLE_MESSAGE]
         return self._drain()
 
     def _flush(self, up_to: int) -> list[tuple[int, Partial]]:

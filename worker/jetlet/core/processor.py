@@ -9,7 +9,8 @@ a time, never concurrently. The lifecycle, as in Hazelcast Jet:
    until it returns True.
 3. Repeatedly, while inputs are open: ``process(ordinal, inbox)`` with a
    batch from one input; ``try_process_watermark(wm)`` when the coalesced
-   watermark advances; ``try_process()`` when there is nothing to read;
+   watermark advances; ``try_process_idle()`` when every live input turned
+   idle; ``try_process()`` when there is nothing to read;
    ``complete_edge(ordinal)`` when an input is exhausted. Snapshot callbacks
    (``save_to_snapshot``, ``snapshot_commit_prepare``,
    ``snapshot_commit_finish``) are interleaved when snapshots are enabled.
@@ -115,6 +116,17 @@ class Processor:
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
         """Handle an advance of the coalesced watermark; the default forwards it."""
         return self.outbox.offer(watermark)
+
+    def try_process_idle(self) -> bool:
+        """Every live input turned idle (:data:`~jetlet.core.watermark.IDLE_MESSAGE`): by default, forward it.
+
+        Downstream then leaves this stream out of its watermark coalescing (as in Jet) and stops
+        waiting for it. A processor that holds state downstream needs before it may move on (the
+        partial aggregates of a first aggregation stage, which downstream would otherwise close
+        windows without) emits that state first, then forwards ``IDLE_MESSAGE``. Its watermark
+        does not change.
+        """
+        return self.outbox.offer(wm.IDLE_MESSAGE)
 
     def try_process(self) -> bool:
         """Called when there is nothing to read; return False to be called again soon."""
