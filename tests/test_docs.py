@@ -16,6 +16,7 @@ MODULES_WITH_EXAMPLES = [
     "jetlet._embedded",
     "jetlet.aggregate",
     "jetlet.batches.column_batch",
+    "jetlet.batches.partitioning",
     "jetlet.batches.windows",
     "jetlet.nexmark.batch_source",
     "jetlet.core.dag",

@@ -191,15 +191,36 @@ def test_the_window_processors_emit_each_window_once_through_snapshots_and_a_ful
         Watermark(20),
         (30, bw.Partial(np.array([1, 3]), np.array([2, 2]))),
     ]
-    expected_windows = [
-        (10, -10, 10, [(1, 5), (2, 6)]),
-        (20, 0, 20, [(1, 12), (2, 7)]),
+    expected_shares = [
+        (10, [(1, 5), (2, 6)]),
+        (20, [(1, 12), (2, 7)]),
         Watermark(20),
-        (30, 10, 30, [(1, 9), (2, 1), (3, 2)]),
-        (40, 20, 40, [(1, 2), (3, 2)]),
+        (30, [(1, 9), (2, 1), (3, 2)]),
+        (40, [(1, 2), (3, 2)]),
     ]
     verify_processor(lambda: bw.CombineToWindowsP(spec)).cooperative_time_limit(5.0).input(
         combine_input
+    ).output_checker(
+        lambda expected, actual: (
+            [x if type(x) is Watermark else (x[0], x[1].rows()) for x in actual] == expected
+        )
+    ).expect_output(expected_shares).verify()
+    # and the merge makes one window result of the shares of two combine processors (disjoint keys)
+    merge_input = [
+        (10, ColumnBatch({"k": np.array([2]), "sum": np.array([6])})),
+        (10, ColumnBatch({"k": np.array([1, 3]), "sum": np.array([5, 1])})),
+        (20, ColumnBatch({"k": np.array([2]), "sum": np.array([7])})),
+        Watermark(10),
+        (30, ColumnBatch({"k": np.array([4]), "sum": np.array([1])})),
+    ]
+    expected_windows = [
+        (10, -10, 10, [(1, 5), (2, 6), (3, 1)]),
+        Watermark(10),
+        (20, 0, 20, [(2, 7)]),
+        (30, 10, 30, [(4, 1)]),
+    ]
+    verify_processor(lambda: bw.MergeWindowsP(spec)).cooperative_time_limit(5.0).input(
+        merge_input
     ).output_checker(lambda expected, actual: window_items(actual) == expected).expect_output(
         expected_windows
     ).verify()

@@ -212,6 +212,7 @@ def build(
                         edge.key_fn,
                         edge.partitioner,
                         table,
+                        edge.splitter,
                     )
                 )
             for c in range(consumers):
@@ -334,7 +335,7 @@ def _connect_distributed(
             for partition in range(len(partition_owners))
         ]
         collectors[spec.source][p].append(
-            outbound.OutboundCollector(targets, policy, edge.key_fn, edge.partitioner, table)
+            outbound.OutboundCollector(targets, policy, edge.key_fn, edge.partitioner, table, edge.splitter)
         )
     for c in range(n):
         if all_to_one and (member, c) != (0, 0):

@@ -8,7 +8,9 @@ consumer. The tasklet hands the collector a whole outbox bucket with
 * unicast: the whole batch to one consumer, round-robin, preferring one with room;
 * isolated and all-to-one: there is exactly one queue;
 * broadcast: the same list to every queue (consumers only read it);
-* partitioned: one sub-list per consumer, by the partition of each item's key.
+* partitioned: one sub-list per consumer, by the partition of each item's key; with the
+  edge's splitter (items of many keys, such as record batches), each item split into one part
+  per consumer.
 
 A queue that is full keeps the rest of its share pending here; that is the
 backpressure the producer feels. Control items (watermarks, the done marker)
@@ -36,6 +38,7 @@ class OutboundCollector:
         key_fn: Callable[[Any], Hashable] | None = None,
         partitioner: partitioning.Partitioner = partitioning.DEFAULT_PARTITIONER,
         target_of_partition: Sequence[int] = (),
+        splitter: partitioning.Splitter | None = None,
     ) -> None:
         if not targets:
             raise ValueError("an outbound collector needs at least one target queue")
@@ -49,7 +52,12 @@ class OutboundCollector:
         self._key_fn = key_fn
         self._partitioner = partitioner
         self._target_of_partition = list(target_of_partition)
-        if policy is edge_mod.RoutingPolicy.PARTITIONED and len(self._targets) > 1:
+        if policy is edge_mod.RoutingPolicy.PARTITIONED and len(self._targets) > 1 and splitter is not None:
+            if len(self._target_of_partition) == 0:
+                raise ValueError("a partitioned collector needs a partition table")
+            self._split_item = splitter.bind(self._target_of_partition)
+            self._split = self._split_items
+        elif policy is edge_mod.RoutingPolicy.PARTITIONED and len(self._targets) > 1:
             if key_fn is None or len(self._target_of_partition) == 0:
                 raise ValueError("a partitioned collector needs a key function and a partition table")
             self._split = self._split_partitioned
@@ -122,6 +130,14 @@ class OutboundCollector:
 
     def _split_broadcast(self, batch: list[Any]) -> list[tuple[int, list[Any]]]:
         return [(target, batch) for target in range(len(self._targets))]
+
+    def _split_items(self, batch: list[Any]) -> list[tuple[int, list[Any]]]:
+        split_item = self._split_item
+        shares: list[list[Any]] = [[] for _ in self._targets]
+        for item in batch:
+            for target, part in split_item(item):
+                shares[target].append(part)
+        return [(target, share) for target, share in enumerate(shares) if share]
 
     def _split_partitioned(self, batch: list[Any]) -> list[tuple[int, list[Any]]]:
         table = self._target_of_partition

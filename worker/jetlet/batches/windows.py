@@ -1,7 +1,8 @@
 """Vectorised tumbling and sliding windows over :class:`~jetlet.batches.ColumnBatch` es, keyed by a column.
 
 ``StreamStage.aggregate_batch_windows(definition, key, op, value)`` plans a
-:class:`BatchWindowTransform`: two vertices, as Jet's two-stage sliding windows.
+:class:`BatchWindowTransform`: as Jet's two-stage sliding windows, plus a merge of each window's
+shares into one result.
 
 * **prepare** (next to the data, local edge): each batch's rows are assigned to *frames* (one
   slide of event time, ``[end - slide, end)``, from each row's own timestamp in the batch's
@@ -17,11 +18,19 @@
   stays where it was; rows that arrive later for a frame already sent make a new partial of the
   same frame end, which the combine adds while the frame's windows are open (later, their rows are
   late there, as any row after an idle period may be).
-* **combine** (one processor in the cluster, distributed all-to-one edge): keeps every frame's
-  partials; when the watermark reaches a window's end it combines the partials of the window's
-  frames and emits ``(end, WindowResult(start, end, ColumnBatch({key: keys, name: aggregates})))``,
-  the keys in ascending order; then it drops the frame that leaves the window. Windows with no
-  rows are not emitted (as in Jet). When the stream ends, every window still open is emitted.
+* **combine** (every member, distributed edge partitioned by key): each partial is split by its
+  keys' partitions (:class:`PartialSplitter`, vectorised: :mod:`jetlet.batches.partitioning`,
+  the row path's ``stable_hash(key) % partition_count``), so each key's partials meet on the
+  processor that owns its partition, as keyed state does on the row path. A combine processor
+  keeps every frame's partials; when the watermark reaches a window's end it combines the
+  partials of the window's frames and emits its share of the window, ``(end,
+  ColumnBatch({key: keys, name: aggregates}))``, the keys in ascending order; then it drops the
+  frame that leaves the window. Windows with no rows are not emitted (as in Jet).
+* **merge** (one processor in the cluster, all-to-one edge): the shares of a window from every
+  combine processor (their keys are disjoint) become one ``(end, WindowResult(start, end,
+  ColumnBatch({key: keys, name: aggregates})))``, keys ascending, when the watermark reaches the
+  window's end (every combine processor sends its shares of a window before the watermark that
+  closed it). When the stream ends, every window still open is emitted.
 
 The aggregation of a set of rows is the same numpy routine everywhere (:func:`reduce_columns`):
 integer keys in a range not much wider than the rows are aggregated densely (``bincount`` /
@@ -29,9 +38,14 @@ integer keys in a range not much wider than the rows are aggregated densely (``b
 ``sum`` of counts when partials are combined; ``sum`` of integers is exact (int64).
 
 Snapshots: prepare saves its last watermark and its frames compacted to one partial each (a
-restored processor takes the lowest watermark saved), combine its partials per frame and the next
-window end, each under a :class:`~jetlet.core.snapshot_keys.ProcessorKey`. Every
-processor of a vertex is given every saved entry. A prepare processor keeps the frames that the
+restored processor takes the lowest watermark saved), under a
+:class:`~jetlet.core.snapshot_keys.ProcessorKey`, so every processor of the vertex is given every
+saved entry. Combine saves its frames split by partition, one entry per partition
+(:class:`PartitionFrames`), restored to the processor that owns that partition then (the same
+partition table as the edge's; the partition count must not change), and its next window end
+under a ``ProcessorKey``: a restored processor takes the lowest (with exactly-once snapshots they
+are equal: every combine processor saw the same watermarks before the barrier). Merge saves the
+shares it holds and its next window end. A prepare processor keeps the frames that the
 processor of its own index saved, to send when its watermark passes them, as before the restore
 (its input resumes where that processor's stopped). The frames of a processor that no longer exists
 (the parallelism shrank) are taken by the prepare processor of index 0, which sends them downstream
@@ -39,19 +53,20 @@ at once, before anything else (partials of any processor may be combined anywher
 by frame end downstream). No processor may hold another's frames for its own watermark: that one
 follows its own input, which need never pass them (its source may have emitted all it had before
 the snapshot): such frames go downstream only when that input turns idle (above), after
-``idle_timeout_ms``. The single combine processor takes every entry.
+``idle_timeout_ms``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from jetlet import datamodel
 from jetlet._planner import transforms as tf
+from jetlet.batches import partitioning as partitions
 from jetlet.batches.column_batch import Column, ColumnBatch
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
@@ -69,6 +84,7 @@ COMPACT_ROWS = 1 << 18
 _COMBINE_OP: dict[Op, Op] = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
 _PREPARE_TAG = "__jetlet_batch_window_frames__"
 _COMBINE_TAG = "__jetlet_batch_window_windows__"
+_MERGE_TAG = "__jetlet_batch_window_shares__"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,6 +93,39 @@ class Partial:
 
     keys: Column
     values: Column
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionFrames:
+    """The snapshot key of one partition's keys in a combine processor's frames."""
+
+    partition: int
+
+    @property
+    def partition_key(self) -> int:
+        """The partition itself: ``stable_hash(p) % count == p`` for ``0 <= p < count``."""
+        return self.partition
+
+
+def _take(partial: Partial, rows: Column | None) -> Partial:
+    return partial if rows is None else Partial(partial.keys[rows], partial.values[rows])
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartialSplitter:
+    """The prepare -> combine edge's splitter: ``(frame end, Partial)`` by its keys' partitions."""
+
+    def bind(self, target_of_partition: Sequence[int]) -> Callable[[Any], list[tuple[int, Any]]]:
+        table = np.asarray(target_of_partition, dtype=np.intp)
+
+        def split(item: tuple[int, Partial]) -> list[tuple[int, Any]]:
+            end, partial = item
+            return [
+                (target, item if rows is None else (end, _take(partial, rows)))
+                for target, rows in partitions.split_by_target(partial.keys, table)
+            ]
+
+        return split
 
 
 def _ufunc_at(op: Op, size: int, index: Column, values: Column) -> Column:
@@ -296,13 +345,15 @@ class AccumulateFramesP(proc.Processor):
 
 
 class CombineToWindowsP(proc.Processor):
-    """The combine vertex: frames' partials into windows, each emitted when the watermark passes its end."""
+    """The combine vertex: its keys' frame partials into windows, its share of each out at the watermark."""
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
         self.frames: dict[int, list[Partial]] = {}
         self.next_end = -(1 << 63)
         self._pending: list[Any] = []
+        self._saving: list[tuple[Any, Any]] | None = None
+        self._restored_ends: list[int] = []
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         for end, partial in inbox.take_all():
@@ -310,8 +361,7 @@ class CombineToWindowsP(proc.Processor):
 
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
         if not self._pending:
-            up_to = -(1 << 63) if watermark.is_idle_message() else watermark.timestamp
-            self._pending = [*self._windows(up_to), watermark]
+            self._pending = [*self._windows(watermark.timestamp), watermark]
         return self._drain()
 
     def complete(self) -> bool:
@@ -320,7 +370,7 @@ class CombineToWindowsP(proc.Processor):
             self._pending = list(self._windows(last + self.spec.size - self.spec.slide))
         return self._drain()
 
-    def _windows(self, up_to: int) -> list[tuple[int, Any]]:
+    def _windows(self, up_to: int) -> list[tuple[int, ColumnBatch]]:
         spec, frames, out = self.spec, self.frames, []
         for stale in [e for e in frames if e + spec.size - spec.slide < self.next_end]:
             del frames[stale]  # arrived after every window it belongs to was emitted
@@ -333,9 +383,98 @@ class CombineToWindowsP(proc.Processor):
             ]
             if window:
                 merged = combine_partials(spec.op, window)
-                result = ColumnBatch({spec.key: merged.keys, spec.name: merged.values})
-                out.append((end, datamodel.WindowResult(end - spec.size, end, result)))
+                out.append(
+                    (end, ColumnBatch.unchecked({spec.key: merged.keys, spec.name: merged.values}, None))
+                )
             frames.pop(end - spec.size + spec.slide, None)
+            self.next_end = end + spec.slide
+        # the next window is after the watermark even without frames here: every combine processor
+        # then saves the same next window end (they see the same watermarks), see the module doc
+        self.next_end = max(self.next_end, up_to - up_to % spec.slide + spec.slide)
+        return out
+
+    def _drain(self) -> bool:
+        pending = self._pending
+        while pending:
+            if not self.outbox.offer(pending[0]):
+                return False
+            pending.pop(0)
+        return True
+
+    def save_to_snapshot(self) -> bool:
+        if self._saving is None:
+            self._saving = self._snapshot_entries()
+        saving = self._saving
+        while saving:
+            key, value = saving[-1]
+            if not self.outbox.offer_to_snapshot(key, value):
+                return False
+            saving.pop()
+        self._saving = None
+        return True
+
+    def _snapshot_entries(self) -> list[Any]:
+        op, count = self.spec.op, self.context.partition_count
+        by_partition: dict[int, dict[int, Partial]] = {}
+        for end, parts in self.frames.items():
+            partial = combine_partials(op, parts)
+            of_key = partitions.key_partitions(partial.keys, count)
+            order = np.argsort(of_key, kind="stable")
+            cuts = np.flatnonzero(np.diff(of_key[order])) + 1
+            for rows in np.split(order, cuts) if len(order) else []:
+                partition = int(of_key[rows[0]])
+                by_partition.setdefault(partition, {})[end] = _take(partial, rows)
+        entries: list[tuple[Any, Any]] = [(PartitionFrames(p), frames) for p, frames in by_partition.items()]
+        entries.append(
+            (snapshot_keys.ProcessorKey(_COMBINE_TAG, self.context.global_processor_index), self.next_end)
+        )
+        return entries
+
+    def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        for key, value in inbox.take_all():
+            if isinstance(key, snapshot_keys.ProcessorKey):
+                self._restored_ends.append(value)
+                continue
+            for end, partial in value.items():
+                self.frames.setdefault(end, []).append(partial)
+
+    def finish_snapshot_restore(self) -> bool:
+        if self._restored_ends:
+            self.next_end = min(self._restored_ends)
+            self._restored_ends = []
+        return True
+
+
+class MergeWindowsP(proc.Processor):
+    """The merge vertex: every combine processor's share of a window into one window result."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.shares: dict[int, list[ColumnBatch]] = {}
+        self.next_end = -(1 << 63)
+        self._pending: list[Any] = []
+
+    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
+        for end, share in inbox.take_all():
+            if end >= self.next_end:  # else: a window already emitted, sent again after a restore
+                self.shares.setdefault(end, []).append(share)
+
+    def try_process_watermark(self, watermark: wm.Watermark) -> bool:
+        if not self._pending:
+            self._pending = [*self._windows(watermark.timestamp), watermark]
+        return self._drain()
+
+    def complete(self) -> bool:
+        if not self._pending:
+            self._pending = self._windows(max(self.shares, default=-(1 << 63)))
+        return self._drain()
+
+    def _windows(self, up_to: int) -> list[tuple[int, Any]]:
+        spec, out = self.spec, []
+        for end in sorted(e for e in self.shares if e <= up_to):
+            shares = self.shares.pop(end)
+            result = shares[0] if len(shares) == 1 else _by_key(spec.key, ColumnBatch.concat(shares))
+            out.append((end, datamodel.WindowResult(end - spec.size, end, result)))
             self.next_end = end + spec.slide
         return out
 
@@ -348,20 +487,23 @@ class CombineToWindowsP(proc.Processor):
         return True
 
     def save_to_snapshot(self) -> bool:
-        op = self.spec.op
-        saved = (self.next_end, {end: combine_partials(op, parts) for end, parts in self.frames.items()})
-        key = snapshot_keys.ProcessorKey(_COMBINE_TAG, self.context.global_processor_index)
-        return self.outbox.offer_to_snapshot(key, saved)
+        key = snapshot_keys.ProcessorKey(_MERGE_TAG, self.context.global_processor_index)
+        return self.outbox.offer_to_snapshot(key, (self.next_end, self.shares))
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
-        for _key, (next_end, frames) in inbox.take_all():
+        for _key, (next_end, shares) in inbox.take_all():
             self.next_end = max(self.next_end, next_end)
-            for end, partial in frames.items():
-                self.frames.setdefault(end, []).append(partial)
+            for end, listed in shares.items():
+                self.shares.setdefault(end, []).extend(listed)
+
+
+def _by_key(key: str, batch: ColumnBatch) -> ColumnBatch:
+    order = np.argsort(batch[key], kind="stable")
+    return ColumnBatch.unchecked({name: values[order] for name, values in batch.columns.items()}, None)
 
 
 class BatchWindowTransform(tf.Transform):
-    """The planner's node of ``aggregate_batch_windows``: prepare (local) then combine (one processor)."""
+    """The planner's node of ``aggregate_batch_windows``: prepare (local), combine (by key), merge (one)."""
 
     def __init__(self, upstream: tf.Transform, window: window_mod.WindowDefinition, spec: Spec) -> None:
         super().__init__("batch-window", [upstream])
@@ -376,12 +518,17 @@ class BatchWindowTransform(tf.Transform):
         )
         planner.add_edges(self, prepare)
         combine = planner.add_vertex(
+            self, f"{self.name}-combine", self.local_parallelism, _factory(CombineToWindowsP, spec)
+        )
+        edge = planner.edge_from_vertex(prepare, combine)
+        planner.dag.edge(edge.partitioned_split(PartialSplitter()).distributed())
+        merge = planner.add_vertex(
             self,
             self.name,
             1,
-            proc.ProcessorMetaSupplier.force_total_parallelism_one(_factory(CombineToWindowsP, spec)),
+            proc.ProcessorMetaSupplier.force_total_parallelism_one(_factory(MergeWindowsP, spec)),
         )
-        planner.dag.edge(planner.edge_from_vertex(prepare, combine).all_to_one().distributed())
+        planner.dag.edge(planner.edge_from_vertex(combine, merge).all_to_one().distributed())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

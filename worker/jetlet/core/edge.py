@@ -7,7 +7,8 @@ item, which of the destination's processors receives it:
 ==============  ============================================================
 ``UNICAST``     any one consumer with room, round-robin (the default)
 ``ISOLATED``    producer ``i`` always feeds consumer ``i mod n``
-``PARTITIONED`` the consumer that owns the item's key's partition
+``PARTITIONED`` the consumer that owns the item's key's partition (or, with
+                a splitter, each part of the item to the consumer of its keys)
 ``BROADCAST``   every consumer
 ``ALL_TO_ONE``  one single consumer in the whole cluster
 ==============  ============================================================
@@ -66,6 +67,7 @@ class Edge:
         self.routing_policy = RoutingPolicy.UNICAST
         self.key_fn: KeyFn | None = None
         self.partitioner: partitioning.Partitioner = partitioning.DEFAULT_PARTITIONER
+        self.splitter: partitioning.Splitter | None = None
         self.is_distributed = False
         self.priority_value = 0
         self.config: config.EdgeConfig | None = None
@@ -111,6 +113,19 @@ class Edge:
             self.partitioner = partitioner
         return self
 
+    def partitioned_split(self, splitter: partitioning.Splitter) -> Edge:
+        """Each item split by ``splitter`` into one part per consumer that owns some of its keys.
+
+        For items that hold the rows of many keys, such as record batches
+        (:class:`jetlet.batches.partitioning.KeyColumnSplitter`); the partitions are those of
+        :meth:`partitioned` with the default partitioner, so a key meets the same consumer.
+        """
+        if not callable(getattr(splitter, "bind", None)):
+            raise TypeError(f"Edge {self}: partitioned_split() needs a Splitter, got {splitter!r}")
+        self._route(RoutingPolicy.PARTITIONED)
+        self.splitter = splitter
+        return self
+
     def broadcast(self) -> Edge:
         """Every item to every consumer."""
         return self._route(RoutingPolicy.BROADCAST)
@@ -145,8 +160,8 @@ class Edge:
 
     def _route(self, policy: RoutingPolicy) -> Edge:
         self.routing_policy = policy
-        if policy is not RoutingPolicy.PARTITIONED:
-            self.key_fn = None
+        self.key_fn = None
+        self.splitter = None
         return self
 
     def describe(self) -> str:

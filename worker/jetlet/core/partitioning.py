@@ -29,8 +29,8 @@ import dataclasses
 import datetime
 import enum
 import zlib
-from collections.abc import Hashable
-from typing import Protocol
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
 
 from jetlet import config
 
@@ -105,6 +105,20 @@ class Partitioner(Protocol):
     """
 
     def get_partition(self, key: Hashable, partition_count: int) -> int: ...
+
+
+class Splitter(Protocol):
+    """Routes an item that holds the rows of many keys (a batch) over a partitioned edge.
+
+    ``bind(target_of_partition)`` is called once per producer with the edge's partition table
+    (partition -> consumer index); the function it returns splits one item into
+    ``[(consumer, part), ...]``, each part holding the rows whose key's partition that consumer
+    owns. The partition of a key must be ``stable_hash(key) % partition_count`` (as
+    :class:`HashPartitioner` gives), so keyed state restored by partition meets its rows.
+    Splitters must pickle (the edge is shipped to every member).
+    """
+
+    def bind(self, target_of_partition: Sequence[int]) -> Callable[[Any], list[tuple[int, Any]]]: ...
 
 
 class HashPartitioner:
