@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jetlet._execution import queues, snapshots
+from jetlet._execution.sizing import rows_of
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import watermark as wm
 
@@ -104,7 +105,8 @@ class InboundStream:
         self._remaining = len(self.queues)
         self._next = 0
         self.received_items = 0
-        """Items read from this input (Jet's ``receivedCount`` of the ordinal), counted per batch."""
+        """Rows read from this input (Jet's ``receivedCount`` of the ordinal; a record batch counts its
+        rows, see :mod:`~jetlet._execution.sizing`), counted per batch."""
         self.received_batches = 0
         """Batches read from this input (Jet's ``receivedBatches``)."""
 
@@ -113,7 +115,8 @@ class InboundStream:
         return self._remaining == 0
 
     def drain_to(self, inbox: inbox_mod.Inbox, limit: int) -> tuple[bool, wm.Watermark | None]:
-        """Move batches into ``inbox``; return (anything read?, advanced watermark or None).
+        """Move batches into ``inbox`` until it holds ``limit`` rows; return (anything read?, advanced
+        watermark or None).
 
         Stops early when the coalesced watermark advances, so the data that
         preceded it can be processed before the watermark is, and when a
@@ -126,7 +129,8 @@ class InboundStream:
             return False, None
         idle_rounds = 0
         aligner = self._aligner
-        while idle_rounds < count and len(inbox) < limit:
+        taken = len(inbox)
+        while idle_rounds < count and taken < limit:
             index = self._next
             self._next = (index + 1) % count
             if self._done[index] or aligner.is_blocked(self._first + index):
@@ -140,8 +144,10 @@ class InboundStream:
             idle_rounds = 0
             if type(element) is list:
                 inbox.add_batch(element)
-                self.received_items += len(element)
+                rows = rows_of(element)
+                self.received_items += rows
                 self.received_batches += 1
+                taken += rows
                 continue
             advanced = self._on_control(index, element)
             if advanced is not None:

@@ -53,7 +53,7 @@ from typing import Any
 
 from jetlet._execution import inbound, outbound, queues, snapshots
 from jetlet._execution.progress import ProgressState, Tasklet, call_times
-from jetlet._execution.sizing import item_bytes
+from jetlet._execution.sizing import item_bytes, rows_of
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
@@ -135,7 +135,8 @@ class ProcessorTasklet(Tasklet):
         self._closed = False
         self.streams = list(inbound_streams)
         self.emitted = [0] * len(collectors)
-        """Items delivered to each output ordinal (Jet's ``emittedCount``), counted per batch."""
+        """Rows delivered to each output ordinal (Jet's ``emittedCount``; a record batch counts its
+        rows), counted per batch."""
         self.bucket_bytes = 0
         """Bytes (estimated) an outbox bucket may hold: its queues' share of ``max_queued_bytes`` (0: no
         bound). Each bucket starts at one item and is fitted to its items' weight whenever it is
@@ -245,7 +246,7 @@ class ProcessorTasklet(Tasklet):
                 bucket = outbox.buckets[ordinal]
                 if bucket:
                     outbox.buckets[ordinal] = []
-                    self.emitted[ordinal] += len(bucket)
+                    self.emitted[ordinal] += rows_of(bucket)
                     if self.bucket_bytes and len(bucket) >= outbox.bucket_capacity(ordinal):  # a full one
                         outbox.fit_bucket(ordinal, self.bucket_bytes // (item_bytes(bucket[0]) or 1))
                     collector.push(bucket)

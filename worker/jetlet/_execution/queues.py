@@ -7,7 +7,11 @@ The queue is a ``collections.deque`` of *batches* (lists) and *control items*
 atomic in CPython, so neither side takes a lock.
 
 The capacity is counted in items with two monotonic counters, each written by
-one side only: the producer's ``_added`` and the consumer's ``_removed``.
+one side only: the producer's ``_added`` and the consumer's ``_removed``. A
+record batch counts as the rows it holds (:func:`~jetlet._execution.sizing.rows_of`,
+both sides compute it of the same list), so a batch of 1,024 rows fills a
+queue of capacity 1,024; a queue takes as many batches as their rows leave
+room for, and an empty queue always takes one.
 The producer computes the size as ``_added - _removed``; a stale ``_removed``
 only makes the queue look fuller than it is, so the capacity is never
 exceeded, and the high-water mark (what the producer saw) is an upper bound.
@@ -33,7 +37,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Final
 
-from jetlet._execution.sizing import item_bytes
+from jetlet._execution.sizing import batch_rows, item_bytes, rows_of
 
 
 class _DoneItem:
@@ -103,6 +107,9 @@ class SpscQueue:
         room = self.capacity - queued
         if room <= 0:
             return 0
+        rows = batch_rows(items)
+        if rows is not None:
+            return self._offer_rows(items, rows, queued, room)
         weight = 0
         if self.max_bytes:
             first = items[0]
@@ -126,6 +133,41 @@ class SpscQueue:
         else:
             self._batches.append(items)
         added = self._added + count
+        self._added = added
+        if weight:
+            self._bytes_added += weight * count
+            self._marks.append((added, self._bytes_added))
+        size = added - self._removed
+        if size > self.high_water_mark:
+            self.high_water_mark = size
+        return count
+
+    def _offer_rows(self, items: list[Any], rows: list[int], queued: int, room: int) -> int:
+        """``offer_batch`` of record batches: as many as their rows leave room for (one when empty).
+
+        Also bounded by ``max_bytes`` when set, each batch weighed as its first (no light mode).
+        """
+        count, taken_rows = 0, 0
+        for held in rows:
+            if taken_rows + held > room and (count or queued):
+                break
+            count += 1
+            taken_rows += held
+        weight = item_bytes(items[0]) or 1 if self.max_bytes else 0
+        if weight:
+            fits = (
+                (self.max_bytes - self.queued_bytes()) // weight
+                if queued
+                else max(1, self.max_bytes // weight)
+            )
+            if fits <= 0:
+                return 0
+            if fits < count:
+                count, taken_rows = fits, sum(rows[:fits])
+        if count == 0:
+            return 0
+        self._batches.append(items if count == len(items) else items[:count])
+        added = self._added + taken_rows
         self._added = added
         if weight:
             self._bytes_added += weight * count
@@ -167,7 +209,7 @@ class SpscQueue:
         except IndexError:
             return None
         if type(element) is list:
-            self._removed += len(element)
+            self._removed += rows_of(element)
         return element
 
     def size(self) -> int:

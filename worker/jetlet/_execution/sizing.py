@@ -1,4 +1,4 @@
-"""How many bytes an item holds, estimated cheaply: for queues and network windows bounded in bytes.
+"""How many bytes an item holds, estimated cheaply, and how many rows a list of items holds.
 
 Queues between processors are bounded in items (``queue_size``), and that
 bounds memory only while items are small: 1,024 items of 200 KB are 200 MB
@@ -18,6 +18,15 @@ be that many times it: an estimate, right for the usual stream of items of
 one shape, that costs the same whatever the batch's length. Deeper structure
 is not counted: a list of lists of large strings is underestimated, and the
 bound is then looser by as much.
+
+Rows
+----
+Queue capacities, the inbox limit and the received and emitted counts are counted in *rows*: an
+ordinary item is one row, and an item that holds many (a record batch, whose class defines
+``__jetlet_rows__(self) -> int``), or a ``(timestamp, batch)`` event of one, is as many rows as it
+holds (at least one). :func:`batch_rows` looks at a list's first item only: a list of ordinary
+items costs one type check, whatever its length; for a list of batches it calls
+``__jetlet_rows__`` once per batch.
 """
 
 from __future__ import annotations
@@ -81,3 +90,28 @@ def _mapping_bytes(mapping: dict[Any, Any]) -> int:
         return 0
     sample = list(islice(mapping.items(), SAMPLE))
     return sum(_sizeof(key) + _sizeof(value) for key, value in sample) * count // len(sample)
+
+
+def _payload(item: Any) -> Any:
+    return item[1] if type(item) is tuple and len(item) == 2 else item
+
+
+def batch_rows(items: list[Any]) -> list[int] | None:
+    """The rows of each item of a non-empty list of record batches; None for ordinary items.
+
+    Decided by the first item (see the module doc): a list is of one kind, and one type check is
+    all an ordinary list costs. An item holds at least one row.
+    """
+    if getattr(type(_payload(items[0])), "__jetlet_rows__", None) is None:
+        return None
+    rows = []
+    for item in items:
+        count = getattr(_payload(item), "__jetlet_rows__", None)
+        rows.append(max(1, count()) if count is not None else 1)
+    return rows
+
+
+def rows_of(items: list[Any]) -> int:
+    """The rows a list of items holds: its length, or its batches' rows (see :func:`batch_rows`)."""
+    rows = batch_rows(items) if items else None
+    return len(items) if rows is None else sum(rows)

@@ -44,13 +44,21 @@ class Family(NamedTuple):
 _MS = 1e-3
 _US = 1e-6
 KNOWN: dict[str, Family] = {
-    "receivedCount": Family("jetlet_received_count_total", "counter", "Items received on an input edge."),
+    "receivedCount": Family(
+        "jetlet_received_count_total", "counter", "Items (record batches: rows) received on an input edge."
+    ),
     "receivedBatches": Family(
         "jetlet_received_batches_total", "counter", "Batches received on an input edge."
     ),
-    "emittedCount": Family("jetlet_emitted_count_total", "counter", "Items emitted to an output edge."),
-    "queuesSize": Family("jetlet_queues_size", "gauge", "Items waiting in an input edge's queues."),
-    "queuesCapacity": Family("jetlet_queues_capacity", "gauge", "Capacity of an input edge's queues."),
+    "emittedCount": Family(
+        "jetlet_emitted_count_total", "counter", "Items (record batches: rows) emitted to an output edge."
+    ),
+    "queuesSize": Family(
+        "jetlet_queues_size", "gauge", "Items (record batches: rows) waiting in an input edge's queues."
+    ),
+    "queuesCapacity": Family(
+        "jetlet_queues_capacity", "gauge", "Capacity of an input edge's queues, in items."
+    ),
     "topObservedWm": Family(
         "jetlet_top_observed_wm_seconds", "gauge", "Highest watermark received on any input queue.", _MS
     ),

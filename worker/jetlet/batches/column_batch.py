@@ -14,6 +14,9 @@ the watermark that follows a batch is that highest timestamp less the allowed la
 per batch, from the timestamp column. The rows of a batch are not sorted by time; window stages
 read each row's own time from the column.
 
+The engine counts a batch as its rows, not as one item (``__jetlet_rows__``): in queue
+capacities, the inbox limit and the ``receivedCount`` and ``emittedCount`` metrics.
+
 Batches pickle as their arrays (numpy's out-of-band buffers with pickle protocol 5), which is how
 they cross network edges and enter snapshots. :meth:`ColumnBatch.to_arrow` and
 :meth:`ColumnBatch.from_arrow` convert to and from a ``pyarrow.RecordBatch`` without copying
@@ -74,6 +77,10 @@ class ColumnBatch:
         return list(self._columns)
 
     def __len__(self) -> int:
+        return self._length
+
+    def __jetlet_rows__(self) -> int:
+        """The rows the engine counts this item as, in queue capacities and metrics (its length)."""
         return self._length
 
     def __getitem__(self, name: str) -> Column:

@@ -9,9 +9,9 @@ shares into one result.
   timestamp column); a frame keeps the ``(keys, values)`` columns of its rows as they came, and
   compacts them into one *partial* (unique keys, their aggregate) when it holds more than
   :data:`COMPACT_ROWS` rows. Rows below the last watermark received are late: dropped and counted
-  (``lateEventsDropped``, in rows; ``receivedRows`` counts every row in, where the engine's
-  ``receivedCount`` counts batches). When the watermark reaches a frame's end the frame is complete: its
-  partial goes downstream as a ``(frame end, Partial)`` event, then the watermark. When the input
+  (``lateEventsDropped``, in rows, as the engine's ``receivedCount`` counts them). When the
+  watermark reaches a frame's end the frame is complete: its partial goes downstream as a
+  ``(frame end, Partial)`` event, then the watermark. When the input
   turns idle (``IDLE_MESSAGE``: its source has sent nothing for ``idle_timeout_ms``), every frame
   held goes downstream at once, then the idle message: the combine leaves an idle input out of its
   watermark (as in Jet) and would close those frames' windows without their rows. The watermark
@@ -93,6 +93,10 @@ class Partial:
 
     keys: Column
     values: Column
+
+    def __jetlet_rows__(self) -> int:
+        """The rows the engine counts this item as: one per key."""
+        return len(self.keys)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -246,7 +250,6 @@ class AccumulateFramesP(proc.Processor):
         self.frames: dict[int, _Frame] = {}
         self.watermark = -(1 << 63)
         self.late = 0
-        self.rows = 0
         self._pending: list[Any] = []
         self._restored_watermarks: list[int] = []
         self._restored_foreign: dict[int, list[Partial]] = {}
@@ -258,7 +261,6 @@ class AccumulateFramesP(proc.Processor):
             times = batch.timestamps()
             keys = batch[spec.key]
             values = None if spec.value is None else batch[spec.value]
-            self.rows += len(times)
             if times.min() < self.watermark:
                 on_time = times >= self.watermark
                 self.late += len(times) - int(on_time.sum())
@@ -341,7 +343,7 @@ class AccumulateFramesP(proc.Processor):
         return self._drain()
 
     def metrics(self) -> dict[str, int]:
-        return {"lateEventsDropped": self.late, "receivedRows": self.rows}
+        return {"lateEventsDropped": self.late}
 
 
 class CombineToWindowsP(proc.Processor):
