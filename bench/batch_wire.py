@@ -1,7 +1,8 @@
 """Encode + decode CPU time of a record batch on a network edge: before, after, and Arrow IPC.
 
-A packet of one NEXMark bid batch (1,024 rows; auction, bidder, price, date_time as int64), taken
-through the sender's encoding and the receiver's decoding, in interleaved rounds:
+A packet of one NEXMark bid batch (1,024 rows by default, ``--rows``; auction, bidder, price,
+date_time as int64), taken through the sender's encoding and the receiver's decoding, in
+interleaved rounds:
 
 * ``v2-inband``: the protocol-2 packet, one pickle with the columns pickled in band by numpy
   (``ColumnBatch``'s ``__getstate__``), decoded by ``pickle.loads``;
@@ -12,7 +13,7 @@ through the sender's encoding and the receiver's decoding, in interleaved rounds
 
 Prints the median, minimum and maximum CPU µs (``time.process_time``) per batch over the rounds
 and checks every variant's decoded rows against the batch. Run ``python bench/batch_wire.py``
-(``--rounds``, ``--iterations``).
+(``--rounds``, ``--iterations``, ``--rows``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from jetlet._network import tasklets as remote
 from jetlet.batches import ColumnBatch
 from jetlet.nexmark.batch_source import bid_batch
 from jetlet.nexmark.fast_generator import FastConfig
-
-ROWS = 1024
 
 
 def _v2_round_trip(chunks: list[tuple[int, int, int, Any]]) -> ColumnBatch:
@@ -67,12 +66,14 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds (default 9)")
     parser.add_argument("--iterations", type=int, default=2000, help="round trips per variant and round")
+    parser.add_argument("--rows", type=int, default=1024, help="rows of the batch (default 1,024)")
     args = parser.parse_args(argv)
-    batch = bid_batch(range(0, ROWS * 50 // 46 + 64), FastConfig(rate=100_000, keys=10_000))
+    rows: int = args.rows
+    batch = bid_batch(range(0, rows * 50 // 46 + 64), FastConfig(rate=100_000, keys=10_000))
     batch = ColumnBatch.unchecked(
-        {name: values[:ROWS].copy() for name, values in batch.columns.items()}, "date_time"
+        {name: values[:rows].copy() for name, values in batch.columns.items()}, "date_time"
     )
-    assert len(batch) == ROWS
+    assert len(batch) == rows
     chunks: list[tuple[int, int, int, Any]] = [(0, 0, remote.DATA, [batch])]
     variants: dict[str, Callable[[], ColumnBatch]] = {
         "v2-inband": lambda: _v2_round_trip(chunks),
@@ -89,7 +90,7 @@ def main(argv: list[str]) -> int:
             for _ in range(args.iterations):
                 variant()
             times[name].append((time.process_time() - start) / args.iterations * 1e6)
-    print(f"encode+decode of one {ROWS}-row batch ({batch.names}), CPU µs, {args.rounds} interleaved rounds")
+    print(f"encode+decode of one {rows}-row batch ({batch.names}), CPU µs, {args.rounds} interleaved rounds")
     for name, values in times.items():
         median = statistics.median(values)
         print(f"  {name:10} median {median:7.2f}  min {min(values):7.2f}  max {max(values):7.2f}")
