@@ -5,26 +5,34 @@ column to a dtype name and a buffer that the packet carries after its pickle;
 the receiver's columns are views of the frame's payload. These tests round-trip
 batches of every kind of column, mix them with row items, watermarks and
 barriers in one packet, and refuse payloads whose buffer table or buffers do
-not make the batch they claim, with an error that names the problem.
+not make the batch they claim, with an error that names the problem; a member
+that gets such a frame from a trusted peer logs it and keeps the link and the
+packets around it.
 """
 
 from __future__ import annotations
 
 import pickle
+import socket
 import struct
+import threading
 from typing import Any
 
 import numpy as np
 import pytest
 
 from jetlet._execution import snapshots
-from jetlet._network import serialization
+from jetlet._network import frames, handshake, serialization
 from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
+from jetlet._network.transport import Transport
 from jetlet.batches import ColumnBatch, column_batch
 from jetlet.core import watermark as wm
+from jetlet.testing import wait_until
 
 ROWS = 1024
+SECRET = "test-cluster-secret"
+DEADLINE_S = 10.0
 
 
 def _batch(rows: int = ROWS, start: int = 0) -> ColumnBatch:
@@ -187,3 +195,55 @@ def test_a_batch_pickles_with_every_protocol_to_the_same_rows() -> None:
     for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
         restored = pickle.loads(pickle.dumps(batch, protocol=protocol))
         assert restored.rows() == batch.rows() and restored.timestamp == batch.timestamp
+
+
+def test_given_a_malformed_batch_frame_from_a_trusted_peer_then_the_member_logs_it_and_keeps_the_link(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # given a member whose data frames go to the real packet decoder, and a trusted peer
+    received: list[remote.Packet | remote.Ack] = []
+    arrived = threading.Condition()
+
+    def on_message(peer: str, msg_type: MessageType, payload: bytes) -> None:
+        message = remote.decode_message(msg_type, payload)
+        with arrived:
+            received.append(message)
+            arrived.notify_all()
+
+    member = Transport("b", SECRET, on_message, lambda peer: None)
+    address = member.start("127.0.0.1", 0)
+    try:
+        with socket.create_connection(address, timeout=DEADLINE_S) as sock:
+            sealer = _authenticate(sock, "a", "b")
+            wait_until(lambda: member.peers() == ["a"], "the peer is trusted", DEADLINE_S)
+            # when it sends a batch, a payload whose column is not a whole number of int64s, a batch
+            good = [
+                p.encoded or b"" for p in remote.bounded_packets(1, 2, 0, [(0, 0, 0, [_batch(50)])], 1 << 20)
+            ]
+            bad = _payload(_Forged(["a"], ["<i8"], [_buffer(bytes(12))], None))
+            for payload in (good[0], bad, good[0]):
+                frame = frames.encode_frame(MessageType.DATA, payload)
+                sock.sendall(frame + sealer.seal(frame))
+            wait_until(lambda: len(received) == 2, "both good packets", DEADLINE_S, arrived)
+            # then both good batches arrived, the bad frame was logged naming its problem, the link is up
+            assert all(isinstance(packet, remote.Packet) for packet in received)
+            assert [p.chunks[0][3][0].rows() for p in received if isinstance(p, remote.Packet)] == [
+                _batch(50).rows()
+            ] * 2
+            assert "not a whole number of <i8" in caplog.text
+            assert member.peers() == ["a"]
+    finally:
+        member.close()
+
+
+def _authenticate(sock: socket.socket, name: str, peer: str) -> frames.FrameSealer:
+    """A real handshake over a raw socket, as member ``name``; the sealer of its frames."""
+    shake = handshake.Handshake(handshake.Role.INITIATOR, name, SECRET.encode(), expected_peer=peer)
+    decoder = frames.FrameDecoder()
+    outgoing = shake.start()
+    while not shake.is_done:
+        sock.sendall(b"".join(frames.encode_frame(t, p) for t, p in outgoing))
+        outgoing = []
+        for frame in decoder.feed(sock.recv(65536)):
+            outgoing += shake.receive(frame.msg_type, frame.payload)
+    return frames.FrameSealer(shake.frame_keys()[0])
