@@ -22,9 +22,11 @@ out of band, never copied into the pickle, and the receiver rebuilds them with `
 the frame's own bytes (no copy; such columns are read-only, as batches are immutable anyway); any
 other pickler writes the bytes in band. :func:`_from_buffers` checks what it is given (the column
 count, each buffer's size against its dtype, one length for all) and names the problem in a
-``ValueError``. Columns of Python objects go through numpy's own pickling. :meth:`ColumnBatch.to_arrow` and
-:meth:`ColumnBatch.from_arrow` convert to and from a ``pyarrow.RecordBatch`` without copying
-where Arrow allows (pyarrow is imported only then: it is an optional dependency).
+``ValueError``. Columns of Python objects go through numpy's own pickling.
+
+:meth:`ColumnBatch.to_arrow` and :meth:`ColumnBatch.from_arrow` convert to and from a
+``pyarrow.RecordBatch`` without copying where Arrow allows (pyarrow is imported only then: it is
+an optional dependency).
 
 >>> import numpy as np
 >>> batch = ColumnBatch({"auction": np.array([7, 8, 9]), "date_time": np.array([5, 3, 4])}, "date_time")
