@@ -30,22 +30,24 @@ The wire format of a packet (``DATA`` frame payload) is *one* pickle
 (protocol 5) of ``(job_id, edge_id, source_member, chunks)``, with the
 pickle's out-of-band buffers after it (protocol version 3)::
 
-    +-----------------+------------------------+--------+----------------------+
+    +-----------------+-------------------------+--------+-----------------------+
     | count (4 B, BE) | count lengths (8 B, BE) | pickle | the buffers, in order |
-    +-----------------+------------------------+--------+----------------------+
+    +-----------------+-------------------------+--------+-----------------------+
 
 Out-of-band buffers are what a record batch's columns become: a
 :class:`~jetlet.batches.ColumnBatch` reduces each plain-dtype column to its
 dtype's name and a ``PickleBuffer`` of its bytes, so its rows are never
 copied into the pickle nor visited one by one, and the receiver's columns are
-``np.frombuffer`` views of the frame's payload (no copy). Row items have no
+``np.frombuffer`` views of the frame's payload (no copy; so a column kept in
+state keeps its whole frame's payload alive while it lives). Row items have no
 such buffers (``count`` is 0), and a packet may mix both. A table that does
 not fit in the payload, or buffers that do not make the batch their pickle
 describes (a size that is not a whole number of its dtype, columns of
 different lengths), raise :class:`~jetlet._network.serialization.SerializationError`
-naming the problem. Per 1,024-row batch of four int64 columns this costs
-less than pickling the arrays in band or writing an Arrow IPC stream
-(``bench/batch_wire.py``). The C pickler
+naming the problem. Encode plus decode of a 1,024-row batch of four int64
+columns measured 26 µs of CPU against 38-40 for protocol 2's in-band pickle
+and 106-110 for an Arrow IPC stream through pyarrow's Python API (52, 480 and
+199 µs at 16,384 rows; ``bench/batch_wire.py``). The C pickler
 walks the whole packet (every chunk's list of items, the watermarks and
 barriers between them) in one call, with no Python step per item in jetlet's
 code, and memoizes each class reference once per packet; the receiver
