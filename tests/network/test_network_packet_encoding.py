@@ -25,6 +25,8 @@ from jetlet.core import watermark as wm
 from jetlet.nexmark import model
 
 CHUNK = 1024
+NO_BUFFERS = bytes(4)
+"""The table of a payload without out-of-band buffers (a count of 0), before its pickle."""
 
 
 def _bids(count: int, start: int = 0) -> list[tuple[int, model.Bid]]:
@@ -73,8 +75,8 @@ def counted_dumps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     calls: list[int] = []
     real = _pickling.dumps
 
-    def dumps(value: Any) -> bytes:
-        encoded = real(value)
+    def dumps(value: Any, buffers: list[pickle.PickleBuffer] | None = None) -> bytes:
+        encoded = real(value, buffers)
         calls.append(len(encoded))
         return encoded
 
@@ -161,11 +163,11 @@ def test_given_a_chunk_over_the_frame_limit_then_it_is_split_into_frames_within_
 @pytest.mark.parametrize(
     "payload",
     [
-        b"not a pickle",
-        pickle.dumps([1, 2, 3], protocol=5),
-        pickle.dumps((1, 2, 0, "chunks"), protocol=5),
-        pickle.dumps((1, 2, 0, [(0, 0, remote.DATA, "items")]), protocol=5),
-        pickle.dumps((1, 2, 0, [(0, 0)]), protocol=5),
+        NO_BUFFERS + b"not a pickle",
+        NO_BUFFERS + pickle.dumps([1, 2, 3], protocol=5),
+        NO_BUFFERS + pickle.dumps((1, 2, 0, "chunks"), protocol=5),
+        NO_BUFFERS + pickle.dumps((1, 2, 0, [(0, 0, remote.DATA, "items")]), protocol=5),
+        NO_BUFFERS + pickle.dumps((1, 2, 0, [(0, 0)]), protocol=5),
     ],
     ids=["garbage", "a list", "chunks not a list", "items not a list", "short chunk"],
 )

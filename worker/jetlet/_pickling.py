@@ -18,10 +18,18 @@ from typing import Any
 import cloudpickle
 
 
-def dumps(value: Any) -> bytes:
-    """``value`` pickled (protocol 5), by the C pickler if it can, else by cloudpickle."""
+def dumps(value: Any, buffers: list[pickle.PickleBuffer] | None = None) -> bytes:
+    """``value`` pickled (protocol 5), by the C pickler if it can, else by cloudpickle.
+
+    With a ``buffers`` list, objects that offer out-of-band buffers (numpy arrays, the columns of a
+    ``ColumnBatch``) append them to it instead of copying their bytes into the pickle; the reader then
+    passes the same buffers, in order, to ``pickle.loads(data, buffers=...)``.
+    """
+    callback = None if buffers is None else buffers.append
     try:
-        return pickle.dumps(value, protocol=5)
+        return pickle.dumps(value, protocol=5, buffer_callback=callback)
     except (pickle.PicklingError, AttributeError, TypeError):
-        pickled: bytes = cloudpickle.dumps(value, protocol=5)
+        if buffers is not None:
+            buffers.clear()  # the C pickler may have handed out some before it failed
+        pickled: bytes = cloudpickle.dumps(value, protocol=5, buffer_callback=callback)
         return pickled

@@ -55,10 +55,12 @@ import hmac
 import struct
 from typing import NamedTuple
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """Version byte of every frame; a peer speaking another version is refused.
 
-2: a ``DATA`` payload is one pickle of the whole packet (1: msgpack with a pickle per item)."""
+3: a ``DATA`` payload is a table of out-of-band buffers, one pickle of the whole packet and those
+buffers (record batches' columns; see :mod:`jetlet._network.tasklets`). 2: one pickle of the whole
+packet. 1: msgpack with a pickle per item."""
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 """Largest payload accepted from an authenticated peer, in bytes."""
@@ -117,7 +119,7 @@ def encode_frame(msg_type: MessageType, payload: bytes = b"") -> bytes:
     """The bytes of one frame.
 
     >>> encode_frame(MessageType.HEARTBEAT, b"hi")
-    b'\\x00\\x00\\x00\\x02\\x02\\thi'
+    b'\\x00\\x00\\x00\\x02\\x03\\thi'
     """
     return _HEADER.pack(len(payload), PROTOCOL_VERSION, msg_type) + payload
 

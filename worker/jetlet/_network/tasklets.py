@@ -27,7 +27,27 @@ through a pair of tasklets:
   watermark coalescing and completion work exactly as on local edges.
 
 The wire format of a packet (``DATA`` frame payload) is *one* pickle
-(protocol 5) of ``(job_id, edge_id, source_member, chunks)``: the C pickler
+(protocol 5) of ``(job_id, edge_id, source_member, chunks)``, with the
+pickle's out-of-band buffers after it (protocol version 3)::
+
+    +-----------------+-------------------------+--------+-----------------------+
+    | count (4 B, BE) | count lengths (8 B, BE) | pickle | the buffers, in order |
+    +-----------------+-------------------------+--------+-----------------------+
+
+Out-of-band buffers are what a record batch's columns become: a
+:class:`~jetlet.batches.ColumnBatch` reduces each plain-dtype column to its
+dtype's name and a ``PickleBuffer`` of its bytes, so its rows are never
+copied into the pickle nor visited one by one, and the receiver's columns are
+``np.frombuffer`` views of the frame's payload (no copy; so a column kept in
+state keeps its whole frame's payload alive while it lives). Row items have no
+such buffers (``count`` is 0), and a packet may mix both. A table that does
+not fit in the payload, or buffers that do not make the batch their pickle
+describes (a size that is not a whole number of its dtype, columns of
+different lengths), raise :class:`~jetlet._network.serialization.SerializationError`
+naming the problem. Encode plus decode of a 1,024-row batch of four int64
+columns measured 26 µs of CPU against 38-40 for protocol 2's in-band pickle
+and 106-110 for an Arrow IPC stream through pyarrow's Python API (52, 480 and
+199 µs at 16,384 rows; ``bench/batch_wire.py``). The C pickler
 walks the whole packet (every chunk's list of items, the watermarks and
 barriers between them) in one call, with no Python step per item in jetlet's
 code, and memoizes each class reference once per packet; the receiver
@@ -63,6 +83,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -474,14 +495,24 @@ class RemoteLinks:
         return out
 
 
+_BUFFER_COUNT = struct.Struct(">I")
+_NO_BUFFERS = _BUFFER_COUNT.pack(0)
+
+
 def _encode_packet(job_id: int, edge_id: int, source: int, chunks: list[tuple[int, int, int, Any]]) -> bytes:
-    """One pickle of the whole packet (see the module doc): one encoding per chunk, none per item."""
+    """One pickle of the whole packet and its out-of-band buffers (see the module doc): none per item."""
+    buffers: list[pickle.PickleBuffer] = []
     try:
-        return _pickling.dumps((job_id, edge_id, source, chunks))
+        pickled = _pickling.dumps((job_id, edge_id, source, chunks), buffers)
     except Exception as exc:
         raise serialization.SerializationError(
             f"cannot serialize the items of edge {edge_id}: {type(exc).__name__}: {exc}"
         ) from exc
+    if not buffers:
+        return _NO_BUFFERS + pickled
+    raws = [buffer.raw() for buffer in buffers]
+    table = struct.pack(f">I{len(raws)}Q", len(raws), *[raw.nbytes for raw in raws])
+    return b"".join([table, pickled, *raws])
 
 
 def bounded_packets(
@@ -549,9 +580,36 @@ def decode_message(msg_type: MessageType, payload: bytes) -> Packet | Ack:
     return Ack(job_id, edge_id, receiver, processed, limit)
 
 
+def _split_buffers(payload: bytes) -> tuple[memoryview, list[memoryview]]:
+    """The pickle and the out-of-band buffers of a ``DATA`` payload, as views of it (no copy)."""
+    if len(payload) < _BUFFER_COUNT.size:
+        raise serialization.SerializationError(f"corrupt data packet: {len(payload)} bytes, no buffer table")
+    (count,) = _BUFFER_COUNT.unpack_from(payload)
+    pickle_start = _BUFFER_COUNT.size + 8 * count
+    if pickle_start > len(payload):
+        raise serialization.SerializationError(
+            f"corrupt data packet: a table of {count:,} out-of-band buffers does not fit "
+            f"in {len(payload):,} bytes"
+        )
+    lengths = struct.unpack_from(f">{count}Q", payload, _BUFFER_COUNT.size)
+    pickle_end = offset = len(payload) - sum(lengths)
+    if pickle_end < pickle_start:
+        raise serialization.SerializationError(
+            f"corrupt data packet: out-of-band buffers of {sum(lengths):,} bytes do not fit in "
+            f"{len(payload) - pickle_start:,} bytes after their table"
+        )
+    view = memoryview(payload)
+    buffers = []
+    for length in lengths:
+        buffers.append(view[offset : offset + length])
+        offset += length
+    return view[pickle_start:pickle_end], buffers
+
+
 def _decode_packet(payload: bytes) -> Packet:
+    pickled, buffers = _split_buffers(payload)
     try:
-        fields = pickle.loads(payload)
+        fields = pickle.loads(pickled, buffers=buffers)
     except Exception as exc:
         raise serialization.SerializationError(
             f"corrupt data packet ({len(payload)} bytes): {type(exc).__name__}: {exc}"

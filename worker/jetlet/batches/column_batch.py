@@ -17,10 +17,19 @@ read each row's own time from the column.
 The engine counts a batch as its rows, not as one item (``__jetlet_rows__``): in queue
 capacities, the inbox limit and the ``receivedCount`` and ``emittedCount`` metrics.
 
-Batches pickle as their arrays (numpy's out-of-band buffers with pickle protocol 5), which is how
-they cross network edges and enter snapshots. :meth:`ColumnBatch.to_arrow` and
-:meth:`ColumnBatch.from_arrow` convert to and from a ``pyarrow.RecordBatch`` without copying
-where Arrow allows (pyarrow is imported only then: it is an optional dependency).
+Batches pickle as their arrays, which is how they cross network edges and enter snapshots. With
+pickle protocol 5 each column of a plain dtype is reduced to its dtype's name and a
+``pickle.PickleBuffer`` of its bytes (:meth:`ColumnBatch.__reduce_ex__`): a pickler given a
+``buffer_callback`` (the network edges, :mod:`jetlet._network.tasklets`) then sends the columns
+out of band, never copied into the pickle, and the receiver rebuilds them with ``np.frombuffer`` on
+the frame's own bytes (no copy; such columns are read-only, as batches are immutable anyway); any
+other pickler writes the bytes in band. :func:`_from_buffers` checks what it is given (the column
+count, each buffer's size against its dtype, one length for all) and names the problem in a
+``ValueError``. Columns of Python objects go through numpy's own pickling.
+
+:meth:`ColumnBatch.to_arrow` and :meth:`ColumnBatch.from_arrow` convert to and from a
+``pyarrow.RecordBatch`` without copying where Arrow allows (pyarrow is imported only then: it is
+an optional dependency).
 
 >>> import numpy as np
 >>> batch = ColumnBatch({"auction": np.array([7, 8, 9]), "date_time": np.array([5, 3, 4])}, "date_time")
@@ -34,8 +43,9 @@ where Arrow allows (pyarrow is imported only then: it is an optional dependency)
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple, SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +102,23 @@ class ColumnBatch:
     def __setstate__(self, state: tuple[dict[str, Column], str | None]) -> None:
         self._columns, self.timestamp = state
         self._length = len(next(iter(self._columns.values()))) if self._columns else 0
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
+        """Protocol 5: the columns as dtype names and buffers (see the module doc); else the arrays."""
+        if int(protocol) < 5:
+            return super().__reduce_ex__(protocol)
+        dtypes: list[str | None] = []
+        buffers: list[pickle.PickleBuffer | Column] = []
+        for values in self._columns.values():
+            wire = _WIRE_DTYPES.get(values.dtype) or _wire_dtype(values.dtype)
+            if wire.name is None or not values.flags.c_contiguous:
+                dtypes.append(None)
+                buffers.append(values)
+            else:
+                dtypes.append(wire.name)
+                exported = values if wire.exports_buffer else values.view(np.uint8).data
+                buffers.append(pickle.PickleBuffer(exported))  # type: ignore[arg-type]  # numpy exports buffers
+        return (_from_buffers, (list(self._columns), dtypes, buffers, self.timestamp))
 
     def __repr__(self) -> str:
         return f"ColumnBatch({len(self)} rows, columns={self.names}, timestamp={self.timestamp!r})"
@@ -182,3 +209,75 @@ class ColumnBatch:
         batch._length = len(next(iter(columns.values()))) if columns else 0
         batch.timestamp = timestamp
         return batch
+
+
+class _WireDtype(NamedTuple):
+    """How a column of one dtype pickles out of band: its dtype's name (None: as an array) and whether
+    the array itself exports a buffer (datetimes do not: their bytes are viewed as ``uint8``)."""
+
+    name: str | None
+    exports_buffer: bool
+
+
+_WIRE_DTYPES: dict[np.dtype[Any], _WireDtype] = {}
+_DTYPES: dict[str, np.dtype[Any]] = {}
+_CACHE_LIMIT = 256
+
+
+def _wire_dtype(dtype: np.dtype[Any]) -> _WireDtype:
+    plain = not dtype.hasobject and dtype.fields is None and dtype.itemsize > 0
+    wire = _WireDtype(dtype.str if plain else None, dtype.kind in "biufcSU")
+    if len(_WIRE_DTYPES) < _CACHE_LIMIT:
+        _WIRE_DTYPES[dtype] = wire
+    return wire
+
+
+def _dtype(column: str, name: str) -> np.dtype[Any]:
+    """The plain dtype ``name`` of ``column`` (``ValueError`` for an unknown, object or empty one)."""
+    try:
+        dtype = np.dtype(name)
+    except TypeError as exc:
+        raise ValueError(f"corrupt ColumnBatch: column {column!r} has no dtype {name!r}") from exc
+    if dtype.hasobject or dtype.fields is not None or not dtype.itemsize:
+        raise ValueError(f"corrupt ColumnBatch: column {column!r} cannot be made of bytes as {name}")
+    if len(_DTYPES) < _CACHE_LIMIT:
+        _DTYPES[name] = dtype
+    return dtype
+
+
+def _from_buffers(
+    names: list[str], dtypes: list[str | None], buffers: list[Any], timestamp: str | None
+) -> ColumnBatch:
+    """The batch :meth:`ColumnBatch.__reduce_ex__` reduced (columns of ``buffers`` without a copy).
+
+    Raises ``ValueError`` naming the problem when the parts do not make a batch.
+    """
+    if not len(names) == len(dtypes) == len(buffers):
+        raise ValueError(
+            f"corrupt ColumnBatch: {len(names)} column names, {len(dtypes)} dtypes and {len(buffers)} buffers"
+        )
+    columns: dict[str, Column] = {}
+    length = -1
+    for name, dtype_name, buffer in zip(names, dtypes, buffers, strict=True):
+        if dtype_name is None:
+            values = buffer
+            if type(values) is not np.ndarray or values.ndim != 1:
+                raise ValueError(f"corrupt ColumnBatch: column {name!r} is not a one-dimensional array")
+        else:
+            dtype = _DTYPES.get(dtype_name) or _dtype(name, dtype_name)
+            try:
+                values = np.frombuffer(buffer, dtype=dtype)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"corrupt ColumnBatch: column {name!r} of {memoryview(buffer).nbytes} bytes "
+                    f"is not a whole number of {dtype_name}: {exc}"
+                ) from exc
+        if len(values) != length and length >= 0:
+            raise ValueError(f"corrupt ColumnBatch: columns {names} differ in length")
+        length = len(values)
+        columns[name] = values
+    if len(columns) != len(names):
+        raise ValueError(f"corrupt ColumnBatch: columns {names} repeat a name")
+    if timestamp is not None and timestamp not in columns:
+        raise ValueError(f"corrupt ColumnBatch: no timestamp column {timestamp!r} among {names}")
+    return ColumnBatch.unchecked(columns, timestamp)

@@ -19,7 +19,15 @@ without talking to each other. Each processor reads only its splits:
 
 **Items.** ``"dicts"`` and ``"tuples"`` are rows (converted in chunks of
 :data:`ROW_CHUNK` rows with ``to_pylist``), ``"batches"`` are Arrow record
-batches of at most ``batch_rows`` rows, for columnar pipelines.
+batches of at most ``batch_rows`` rows, for columnar pipelines, and
+``"columns"`` are the same batches as :class:`~jetlet.batches.ColumnBatch`
+es, the items of the record-batch path (``map_batches``, ``filter_batches``,
+``aggregate_windows``): each Arrow column becomes a numpy array, without a
+copy for numbers without nulls (:func:`column_batch`), and no Python step
+per row. Their ``timestamp_column``, when given, is converted to int64
+milliseconds (from an Arrow timestamp, in C) and named the batch's
+event-time column; a stream's native timestamp is then each batch's
+highest.
 
 **Position and replay.** The reader's position is ``{(file, row group):
 rows emitted}`` for every split it has touched (a batch counts its rows).
@@ -53,7 +61,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -62,8 +70,11 @@ from jetlet.core import partitioning
 from jetlet.core import processor as proc
 from jetlet.core.processors import sources
 
-Items = Literal["dicts", "tuples", "batches"]
-ITEM_KINDS: tuple[str, ...] = ("dicts", "tuples", "batches")
+if TYPE_CHECKING:
+    from jetlet.batches import ColumnBatch
+
+Items = Literal["dicts", "tuples", "batches", "columns"]
+ITEM_KINDS: tuple[str, ...] = ("dicts", "tuples", "batches", "columns")
 
 ROW_CHUNK = 8192
 """How many rows a reader converts to Python objects at a time."""
@@ -133,6 +144,28 @@ def to_millis(value: Any) -> int:
     raise TypeError(f"an event-time column must hold ints (ms) or timestamps, got {value!r}")
 
 
+def column_batch(record_batch: pa.RecordBatch, timestamp_column: str | None) -> ColumnBatch:
+    """``record_batch`` as a :class:`ColumnBatch`, ``timestamp_column`` in int64 ms (see the module doc)."""
+    from jetlet.batches import ColumnBatch  # numpy: only for items="columns"
+
+    if timestamp_column is not None:
+        at = record_batch.schema.get_field_index(timestamp_column)
+        if at < 0:
+            raise ValueError(f"no timestamp column {timestamp_column!r} among {record_batch.schema.names}")
+        times = record_batch.column(at)
+        if pa.types.is_timestamp(times.type):
+            times = times.cast(pa.timestamp("ms", times.type.tz)).cast(pa.int64())
+        elif not pa.types.is_integer(times.type):
+            raise TypeError(
+                f"an event-time column must hold ints (ms) or timestamps, "
+                f"{timestamp_column!r} holds {times.type}"
+            )
+        if times.null_count:
+            raise ValueError(f"the event-time column {timestamp_column!r} holds {times.null_count} nulls")
+        record_batch = record_batch.set_column(at, timestamp_column, times)
+    return ColumnBatch.from_arrow(record_batch, timestamp_column)
+
+
 def rows_of(table: pa.Table | pa.RecordBatch, items: str) -> list[Any]:
     """The rows of ``table`` as dicts or tuples."""
     if items == "dicts":
@@ -151,6 +184,8 @@ class ReadOptions:
     incremental: bool = False
     poll_interval: float = 0.2
     success_timeout: float | None = 600.0
+    timestamp_column: str | None = None
+    """With ``items="columns"``: the batches' event-time column (see the module doc)."""
 
     def __post_init__(self) -> None:
         if self.items not in ITEM_KINDS:
@@ -241,10 +276,12 @@ class ParquetReader(sources.SourceReader):
             self._table = file.read_row_group(split.row_group, columns=columns)
             self._rows, self._rows_at = [], done
         table = self._table
-        if self._options.items == "batches":
+        if self._options.items in ("batches", "columns"):
             batch = table.slice(done, self._options.batch_rows).combine_chunks().to_batches()
             taken: list[Any] = batch[:1]
             count = taken[0].num_rows if taken else 0
+            if self._options.items == "columns":
+                taken = [column_batch(record_batch, self._options.timestamp_column) for record_batch in taken]
         else:
             if done - self._rows_at >= len(self._rows):
                 self._rows = rows_of(table.slice(done, ROW_CHUNK), self._options.items)
@@ -286,10 +323,14 @@ def parquet_source_p(options: ReadOptions) -> proc.ProcessorMetaSupplier:
 
 
 def timestamp_fn(items: str, columns: Sequence[str], column: str) -> Callable[[Any], int]:
-    """Reads an item's event time from ``column`` (rows only)."""
+    """Reads an item's event time from ``column``: a row's value, or a ColumnBatch's highest."""
+    if items == "columns":
+        from jetlet.batches import ColumnBatch  # numpy: only for items="columns"
+
+        return ColumnBatch.max_timestamp
     if items == "dicts":
         return lambda row: to_millis(row[column])
     if items == "tuples":
         at = list(columns).index(column)
         return lambda row: to_millis(row[at])
-    raise ValueError("an event-time column needs rows (items='dicts' or 'tuples'), not Arrow batches")
+    raise ValueError("an event-time column needs rows or ColumnBatches (items='columns'), not Arrow batches")

@@ -55,13 +55,14 @@ class SparkSources:
         columns: Sequence[str] | None = None,
         batch_rows: int = 65536,
         files: int | None = None,
+        timestamp_column: str | None = None,
     ) -> sources_mod.BatchSource[Any]:
         """Spark writes ``df`` as Parquet to ``uri`` (replacing it) now; the source reads it on the members.
 
         ``uri`` must be a directory every member can read. ``files`` sets the
         number of files Spark writes (``repartition``); by default Spark's
-        own partitioning decides. ``items``, ``columns`` and ``batch_rows``
-        are as in :meth:`table`.
+        own partitioning decides. ``items``, ``columns``, ``batch_rows`` and
+        (with ``items="columns"``) ``timestamp_column`` are as in :meth:`table`.
 
         Example (needs a SparkSession ``spark`` and a shared directory)::
 
@@ -74,7 +75,7 @@ class SparkSources:
             df = df.repartition(files)
         df.write.mode("overwrite").parquet("file://" + path)
         source: sources_mod.BatchSource[Any] = SparkSources.table(
-            path, items=items, columns=columns, batch_rows=batch_rows
+            path, items=items, columns=columns, batch_rows=batch_rows, timestamp_column=timestamp_column
         )
         return source
 
@@ -92,8 +93,12 @@ class SparkSources:
         """The rows of the Parquet table in directory ``uri``, read by the members with pyarrow.
 
         ``items``: ``"dicts"`` (``{column: value}``), ``"tuples"`` (values in
-        column order) or ``"batches"`` (``pyarrow.RecordBatch`` of at most
-        ``batch_rows`` rows). ``columns`` reads only those columns, in that
+        column order), ``"batches"`` (``pyarrow.RecordBatch`` of at most
+        ``batch_rows`` rows) or ``"columns"`` (the same batches as
+        :class:`~jetlet.batches.ColumnBatch` es of numpy columns, for
+        ``map_batches`` and the other record-batch stages; with
+        ``timestamp_column``, that column in int64 ms is the batches'
+        event-time column). ``columns`` reads only those columns, in that
         order.
 
         Batch mode (the default) returns a ``BatchSource``: it waits (up to
@@ -105,7 +110,8 @@ class SparkSources:
         ``incremental=True`` returns a ``StreamSource`` that never ends: it
         looks for new files every ``poll_interval`` seconds and reads each
         once. ``timestamp_column`` (rows only; ints in ms or timestamps) gives
-        the stream native timestamps, for ``with_native_timestamps(lag)``.
+        the stream native timestamps, for ``with_native_timestamps(lag)``
+        (rows, or ``"columns"``: each batch's highest time).
 
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, pathlib, jetlet
         >>> from jetlet.pipeline import Pipeline, Sinks
@@ -129,11 +135,15 @@ class SparkSources:
             incremental=incremental,
             poll_interval=poll_interval,
             success_timeout=success_timeout,
+            timestamp_column=timestamp_column if items == "columns" else None,
         )
         supplier = parquet_source.parquet_source_p(options)
         if not incremental:
-            if timestamp_column is not None:
-                raise ValueError("SparkSources.table: timestamp_column needs incremental=True (a stream)")
+            if timestamp_column is not None and items != "columns":
+                raise ValueError(
+                    "SparkSources.table: timestamp_column needs incremental=True (a stream) "
+                    "or items='columns'"
+                )
             return sources_mod.BatchSource(f"sparkTable({path})", supplier)
         timestamps = None
         if timestamp_column is not None:
