@@ -21,7 +21,8 @@ bounded :class:`SourceBuffer`::
     )
 
 The processor (:class:`ConvenientSourceP`, non-cooperative, since the
-functions may block) works like Jet's ``ConvenientSourceP``:
+functions may block, unless the builder is told ``cooperative()``) works like
+Jet's ``ConvenientSourceP``:
 
 * ``init`` calls ``create_fn(context)``; the context tells the processor its
   ``global_processor_index`` and ``total_parallelism``, so a distributed
@@ -44,6 +45,13 @@ functions may block) works like Jet's ``ConvenientSourceP``:
 
 A non-distributed source runs as one processor in the whole cluster; call
 ``distributed(n)`` for ``n`` processors per member.
+
+Beyond Jet, ``cooperative()`` declares that ``fill_buffer_fn`` never blocks
+(it only computes, and returns at once when it has nothing to add): the
+processor then runs on the cooperative threads beside the job's other
+processors instead of on a thread of its own, so no batch costs a hand-off
+of the GIL between threads; a worker whose processors all made no progress
+backs off by itself.
 
 A timestamped stream's buffer takes ``add(item, timestamp)`` and the
 processor emits ``(timestamp, item)`` events, the pipeline's representation
@@ -191,6 +199,7 @@ class _SourceSpec:
     destroy_fn: Callable[[Any], object] | None
     create_snapshot_fn: Callable[[Any], Any] | None
     restore_snapshot_fn: Callable[[Any, list[Any]], object] | None
+    cooperative: bool = False
 
     def new_buffer(self) -> SourceBuffer[Any]:
         if self.kind == "timestamped stream":
@@ -210,7 +219,7 @@ class ConvenientSourceP(proc.Processor):
         self._restored: list[tuple[int, Any]] = []  # (index of the processor that saved it, object)
 
     def is_cooperative(self) -> bool:
-        return False
+        return self._spec.cooperative
 
     def init(self, outbox: Any, context: proc.ProcessorContext) -> None:
         super().init(outbox, context)
@@ -289,6 +298,7 @@ class _Builder(Generic[C]):
         self._create_snapshot_fn: Callable[[C], Any] | None = None
         self._restore_snapshot_fn: Callable[[C, list[Any]], object] | None = None
         self._local_parallelism: int | None = None
+        self._cooperative = False
 
     def fill_buffer_fn(self, fn: Callable[[C, Any], object]) -> Self:
         """``fn(state, buffer)`` adds the next items (at most :data:`BUFFER_CAPACITY`) to ``buffer``."""
@@ -311,6 +321,11 @@ class _Builder(Generic[C]):
                 f"got {value!r}"
             )
         self._local_parallelism = value
+        return self
+
+    def cooperative(self) -> Self:
+        """``fill_buffer_fn`` never blocks: run on the cooperative threads (see the module doc)."""
+        self._cooperative = True
         return self
 
     def create_snapshot_fn(self, fn: Callable[[C], Any]) -> Self:
@@ -341,6 +356,7 @@ class _Builder(Generic[C]):
             self._destroy_fn,
             self._create_snapshot_fn,
             self._restore_snapshot_fn,
+            self._cooperative,
         )
         factory = functools.partial(ConvenientSourceP, spec)
         if self._local_parallelism is None:
