@@ -73,11 +73,10 @@ from typing import Any
 from jetlet import datamodel
 from jetlet.aggregate import operation as agg
 from jetlet.aggregate import operations
-from jetlet.core import event_time, processor, snapshot_keys, snapshot_writer
+from jetlet.core import event_time, event_time_mapper, processor, snapshot_keys, snapshot_writer
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import watermark as wm
-from jetlet.core.processors import watermarks
 
 KeyFn = Callable[[Any], Hashable]
 TimestampFn = Callable[[Any], int]
@@ -183,7 +182,7 @@ class SlidingWindowP(processor.Processor):
         map_to_output_fn: MapToOutput | None,
         frame_timestamps: bool,
         early_results_period_ms: int,
-        clock: watermarks.Clock,
+        clock: event_time_mapper.Clock,
         events: bool = False,
     ) -> None:
         self._events = events
@@ -578,7 +577,7 @@ def accumulate_by_frame_p(
     keys, stamps = _as_list(key_fns, "key_fns"), _as_list(timestamp_fns, "timestamp_fns")
     accumulate = _check(keys, stamps, policy, aggr_op)
     return lambda: SlidingWindowP(
-        keys, stamps, accumulate, policy, aggr_op, None, False, 0, watermarks.monotonic_ms, events
+        keys, stamps, accumulate, policy, aggr_op, None, False, 0, event_time_mapper.monotonic_ms, events
     )
 
 
@@ -588,7 +587,7 @@ def combine_to_sliding_window_p(
     map_to_output_fn: MapToOutput = keyed_window_result,
     *,
     early_results_period_ms: int = 0,
-    clock: watermarks.Clock = watermarks.monotonic_ms,
+    clock: event_time_mapper.Clock = event_time_mapper.monotonic_ms,
 ) -> processor.ProcessorFactory:
     """Second stage: combines the frames of ``accumulate_by_frame_p`` into windows; emits their results."""
     if not isinstance(policy, event_time.SlidingWindowPolicy):
@@ -609,7 +608,7 @@ def aggregate_to_sliding_window_p(
     map_to_output_fn: MapToOutput = keyed_window_result,
     *,
     early_results_period_ms: int = 0,
-    clock: watermarks.Clock = watermarks.monotonic_ms,
+    clock: event_time_mapper.Clock = event_time_mapper.monotonic_ms,
     events: bool = False,
 ) -> processor.ProcessorFactory:
     """Single stage: items in, window results out (see the module doc); ``events`` as in the first stage.
