@@ -54,7 +54,7 @@ class InsertWatermarksP(processor.Processor):
         if self._pending:
             if not self._flush():
                 return
-            _remove(inbox, self._chunk_size)
+            inbox.discard(self._chunk_size)
         while inbox:
             count = min(len(inbox), max(1, self.outbox.room()))
             chunk = list(inbox) if count == len(inbox) else list(itertools.islice(inbox, count))
@@ -62,7 +62,7 @@ class InsertWatermarksP(processor.Processor):
             self._chunk_size = count
             if not self._flush():
                 return
-            _remove(inbox, count)
+            inbox.discard(count)
 
     def _flush(self) -> bool:
         """Offer the pending outputs; True once all are out."""
@@ -98,15 +98,6 @@ class InsertWatermarksP(processor.Processor):
 
     def metrics(self) -> dict[str, int]:
         return {"lateEventsDropped": self._mapper.late}
-
-
-def _remove(inbox: inbox_mod.Inbox, count: int) -> None:
-    """Remove the first ``count`` items (a chunk whose outputs were all emitted)."""
-    if count == len(inbox):
-        inbox.clear()
-    else:
-        for _ in range(count):
-            inbox.remove()
 
 
 def insert_watermarks_p(
