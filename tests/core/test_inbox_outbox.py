@@ -37,6 +37,16 @@ def test_given_items_when_drain_to_with_limit_then_prefix_moves_and_rest_stays()
     assert inbox.drain_to(target) == 0
 
 
+def test_given_items_when_discarding_a_prefix_then_the_rest_stays_in_order() -> None:
+    inbox = Inbox(range(10))
+    inbox.discard(4)
+    assert list(inbox) == [4, 5, 6, 7, 8, 9]
+    inbox.discard(0)
+    assert len(inbox) == 6
+    inbox.discard(100)
+    assert inbox.is_empty()
+
+
 def test_given_items_when_drain_and_take_all_then_everything_is_removed_in_order() -> None:
     seen: list[int] = []
     inbox = Inbox([5, 6])

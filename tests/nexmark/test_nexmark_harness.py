@@ -135,9 +135,9 @@ def drain(outbox: TestOutbox, into: list[Any]) -> None:
 
 
 def test_the_fast_source_resumes_its_slice_from_a_snapshot() -> None:
-    # given processor 1 of 2 of a 2,000-event source, part of the way through an outbox of 5
+    # given processor 1 of 2 of a 6,000-event source, part of the way through an outbox of 5
     cfg = fast_generator.FastConfig(rate=1_000)
-    supplier = fast_nexmark_source(cfg, count=2_000, local_parallelism=2).supplier
+    supplier = fast_nexmark_source(cfg, count=6_000, local_parallelism=2).supplier
     outbox = TestOutbox(1, 5)
     first = new_source_processor(supplier, outbox)
     emitted: list[Any] = []
@@ -151,23 +151,38 @@ def test_the_fast_source_resumes_its_slice_from_a_snapshot() -> None:
     snapshot = list(outbox.snapshot_bucket)
     first.close()
     ((key, position),) = snapshot
-    assert 1 < position.next < 2_000
+    assert 1 < position.next < 6_000
     second = new_source_processor(supplier, outbox)
     second.restore_from_snapshot(
-        jetlet.core.Inbox([*snapshot, (ProcessorKey(key.tag, 0), SlicePosition(0, 2, 1_998))])
+        jetlet.core.Inbox([*snapshot, (ProcessorKey(key.tag, 0), SlicePosition(0, 2, 5_998))])
     )
     assert second.finish_snapshot_restore()
     for _ in range(2_000):
         second.complete()
         drain(outbox, emitted)
-        if len(emitted) >= 1_000:
+        if len(emitted) >= 3_000:
             break
     second.close()
     # then its slice came out once, in order, each event with its time
-    assert emitted == [(e.date_time, e) for e in fast_generator.fast_events(range(1, 2_000, 2), cfg)]
+    assert emitted == [(e.date_time, e) for e in fast_generator.fast_events(range(1, 6_000, 2), cfg)]
 
 
 # -- runs -------------------------------------------------------------------------------------
+
+
+def test_the_unpaced_fast_source_is_cooperative_and_fills_whole_chunks() -> None:
+    # given the fast source unpaced and paced
+    cfg = fast_generator.FastConfig(rate=1_000)
+    outbox = TestOutbox(1, 4096)
+    unpaced = new_source_processor(fast_nexmark_source(cfg, local_parallelism=2).supplier, outbox)
+    paced = new_source_processor(fast_nexmark_source(cfg, paced=True).supplier, TestOutbox(1, 4096))
+    # when the unpaced one fills once
+    unpaced.complete()
+    # then it runs on the cooperative thread and filled a whole chunk; the paced one has its own thread
+    assert unpaced.is_cooperative() and not paced.is_cooperative()
+    assert len(outbox.buckets[0]) == 1024
+    unpaced.close()
+    paced.close()
 
 
 def test_a_bounded_job_counts_every_event_and_every_result(jet: jetlet.EmbeddedInstance) -> None:

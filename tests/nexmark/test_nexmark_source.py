@@ -119,27 +119,27 @@ def run_calls(
 
 
 def test_the_source_resumes_its_slice_from_a_snapshot() -> None:
-    # given processor 1 of 2 of a 600-event source, run part of the way through an outbox of 3
-    supplier = nexmark_source(count=600, local_parallelism=2).supplier
+    # given processor 1 of 2 of a 2,400-event source, run part of the way through an outbox of 3
+    supplier = nexmark_source(count=2_400, local_parallelism=2).supplier
     outbox = TestOutbox(1, 3)
     first = new_processor(supplier, outbox)
     emitted: list[Any] = []
     run_calls(first.complete, outbox, emitted, 10)
     # when it saves a snapshot, and a fresh processor restores from it and another processor's entry
-    run_calls(first.save_to_snapshot, outbox, emitted, 100)
+    run_calls(first.save_to_snapshot, outbox, emitted, 1_000)
     snapshot = list(outbox.snapshot_bucket)
     outbox.snapshot_bucket.clear()
     first.close()
     ((key, position),) = snapshot
-    assert key == ProcessorKey(key.tag, 1) and 1 < position.next < 600
+    assert key == ProcessorKey(key.tag, 1) and 1 < position.next < 2_400
     second = new_processor(supplier, outbox)
-    other = (ProcessorKey(key.tag, 0), SlicePosition(0, 2, 598))
+    other = (ProcessorKey(key.tag, 0), SlicePosition(0, 2, 2_398))
     second.restore_from_snapshot(jetlet.core.Inbox([*snapshot, other]))
     assert second.finish_snapshot_restore()
-    run_calls(second.complete, outbox, emitted, 1_000, until_size=300)
+    run_calls(second.complete, outbox, emitted, 1_000, until_size=1_200)
     second.close()
     # then its slice came out once, with no gap or repeat, each event with its event time
-    assert emitted == [(item.date_time, item) for item in events(1, 600, 2)]
+    assert emitted == [(item.date_time, item) for item in events(1, 2_400, 2)]
 
 
 def plain_hot_items(

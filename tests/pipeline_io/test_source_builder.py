@@ -215,6 +215,37 @@ def test_stream_source_saves_its_state_and_resumes_from_a_snapshot() -> None:
     assert emitted == list(range(100))
 
 
+def test_a_cooperative_stream_source_runs_in_a_job_on_the_cooperative_thread(
+    jet: jetlet.EmbeddedInstance,
+) -> None:
+    # given a stream builder source declared cooperative, and the same source without it
+    threads: set[str] = set()
+
+    def create(_context: proc.ProcessorContext) -> Counter:
+        return Counter(300)
+
+    def fill(counter: Counter, buffer: SourceBuffer[int]) -> None:
+        threads.add(threading.current_thread().name)
+        fill_numbers(counter, buffer)
+
+    builder = SourceBuilder.stream("numbers", create).fill_buffer_fn(fill)
+    blocking = builder.build().supplier
+    cooperative = builder.cooperative().build().supplier
+    assert not verify_processor(blocking).new_processor().is_cooperative()
+    assert verify_processor(cooperative).new_processor().is_cooperative()
+    # when the cooperative one runs in a job
+    p = Pipeline()
+    p.read_from(builder.build()).without_timestamps().write_to(Sinks.list("out"))
+    job = jet.new_job(p)
+    wait_while_running(job, lambda: len(jet.get_list("out")) < 300)
+    # then every item arrived, filled on the instance's cooperative thread
+    assert sorted(jet.get_list("out")) == list(range(300))
+    assert threads == {"jetlet-cooperative-0"}
+    job.cancel()
+    with pytest.raises(JobCancelledError):
+        job.join(timeout=JOIN_TIMEOUT_S)
+
+
 def test_stream_source_runs_in_a_job_until_cancelled(jet: jetlet.EmbeddedInstance) -> None:
     # given a stream builder source that emits 0..299 and then nothing more, in an exactly-once job
     states: list[Counter] = []

@@ -168,6 +168,48 @@ def test_single_stage_matches_the_reference(op_name: str, policy_name: str, seed
     assert sum(isinstance(item, datamodel.KeyedWindowResult) for item in expected) > 10
 
 
+@pytest.mark.parametrize("op_name", list(OPS))
+@pytest.mark.parametrize("policy_name", list(POLICIES))
+def test_global_windows_fold_batches_in_one_frame_as_item_by_item(op_name: str, policy_name: str) -> None:
+    # given random out-of-order events of one global key, some late, with frames of 5-10 time units
+    # (the harness's batches of one item fall in one frame and are folded at once; whole batches
+    # span frames and go item by item)
+    make_op, result_of = OPS[op_name]
+    policy = POLICIES[policy_name]
+    stream = [(e[0], "g", e[2]) if isinstance(e, tuple) else e for e in random_stream(5, 80, 1, 12, 5)]
+
+    def global_result(start: int, end: int, _key: Any, result: Any) -> Any:
+        return datamodel.KeyedWindowResult(start, end, 0, result)
+
+    expected = reference(stream, policy, result_of, global_result)
+    # when aggregated in one stage by the global key, then every harness mode gives the reference
+    factory = windows.aggregate_to_sliding_window_p(windows.GLOBAL_KEY, event_ts, policy, make_op())
+    verify_processor(factory).input(stream).output_checker(same_between_watermarks).expect_output(expected)
+    assert sum(isinstance(item, datamodel.KeyedWindowResult) for item in expected) > 5
+
+
+def test_a_global_frame_folds_its_items_in_order_and_a_late_batch_is_dropped_whole() -> None:
+    # given a tumbling window of 100 collecting values in arrival order, by the global key
+    op = operations.to_list().and_then(lambda events: [e[2] for e in events])
+    processor = windows.aggregate_to_sliding_window_p(
+        windows.GLOBAL_KEY, event_ts, event_time.tumbling_win_policy(100), op
+    )()
+    outbox = TestOutbox(1, 100)
+    processor.init(outbox, make_context())
+    # when a batch within one frame (out of order inside it), a watermark, then a late batch arrive
+    processor.process(0, inbox_mod.Inbox([(30, "g", 1), (10, "g", 2), (99, "g", 3)]))
+    processor.process(0, inbox_mod.Inbox([(5, "g", 4)]))
+    out: list[list[Any]] = [[]]
+    while not processor.try_process_watermark(wm.Watermark(100)):
+        outbox.drain(out, [])
+    outbox.drain(out, [])
+    processor.process(0, inbox_mod.Inbox([(20, "g", 6), (60, "g", 7)]))
+    outbox.drain(out, [])
+    # then the window holds the first frame's values in arrival order, and the late batch is counted
+    assert out[0] == [datamodel.KeyedWindowResult(0, 100, 0, [1, 2, 3, 4]), wm.Watermark(100)]
+    assert processor.metrics()["lateEventsDropped"] == 2
+
+
 def test_late_events_are_dropped_and_counted() -> None:
     # given a window of 10 that a watermark of 25 has emitted up to 20
     stream: list[Any] = [(21, "a", 1), wm.Watermark(25), (19, "a", 1), (20, "a", 1), (5, "b", 1)]

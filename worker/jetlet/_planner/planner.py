@@ -11,7 +11,11 @@ transform add itself to the DAG:
    where each link has one consumer and one producer, the same parallelism
    and no rebalance between them, become one ``fused(...)`` transform that
    runs the whole chain over each batch;
-4. ``add_to_dag``: in topological order, each transform adds its vertices
+4. ``event time into sources``: a timestamp stage that is its source's only
+   consumer is planned into the source when the source can take an
+   event-time policy (:mod:`jetlet._planner.source_event_time`), as Jet does:
+   no ``add-timestamps`` vertex then;
+5. ``add_to_dag``: in topological order, each transform adds its vertices
    (one, or two for two-stage aggregation) and the edges from its upstream
    transforms' vertices, via :meth:`Planner.add_edges`.
 
@@ -31,7 +35,7 @@ from typing import Any
 
 import cloudpickle
 
-from jetlet._planner import fusion
+from jetlet._planner import fusion, source_event_time
 from jetlet._planner import transforms as tf
 from jetlet.core import dag as dag_mod
 from jetlet.core import edge as edge_mod
@@ -60,6 +64,9 @@ class Planner:
         self._check()
         self.watermark_stride = watermark_stride(self.graph)
         self.graph, self.upstream = fusion.fuse(self.graph, self.upstream)
+        self.graph, self.upstream = source_event_time.into_sources(
+            self.graph, self.upstream, self.watermark_stride
+        )
         for transform in topological_order(self.graph, self.upstream):
             transform.add_to_dag(self)
         return self.dag

@@ -63,9 +63,17 @@ class Transform(abc.ABC):
 class SourceTransform(Transform):
     """Reads from a source: one vertex, no inputs."""
 
-    def __init__(self, name: str, supplier: proc.ProcessorMetaSupplier) -> None:
+    def __init__(
+        self,
+        name: str,
+        supplier: proc.ProcessorMetaSupplier,
+        event_time_supplier: Callable[[event_time.EventTimePolicy], proc.ProcessorMetaSupplier] | None = None,
+    ) -> None:
         super().__init__(name)
         self.supplier = supplier
+        self.event_time_supplier = event_time_supplier
+        """The source with an event-time policy planned into it, if it can take one (see
+        :mod:`jetlet._planner.source_event_time`)."""
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
         planner.add_vertex(self, self.name, self.local_parallelism, self.supplier)
@@ -463,13 +471,17 @@ class TimestampTransform(Transform):
         self.wrap_fn = wrap_fn
         """How an item and its timestamp become an event; None for items that already are events."""
 
-    def add_to_dag(self, planner: planner_mod.Planner) -> None:
-        policy = event_time.EventTimePolicy(
+    def policy(self, watermark_stride: int) -> event_time.EventTimePolicy:
+        """The event-time policy of this stage, its watermarks throttled to ``watermark_stride``."""
+        return event_time.EventTimePolicy(
             timestamp_fn=self.timestamp_fn,
             allowed_lag=self.allowed_lag,
             wrap_fn=self.wrap_fn,
-            watermark_throttling_frame_size=planner.watermark_stride,
+            watermark_throttling_frame_size=watermark_stride,
         )
+
+    def add_to_dag(self, planner: planner_mod.Planner) -> None:
+        policy = self.policy(planner.watermark_stride)
         upstream = planner.vertex_of[planner.upstream[self][0]]
         parallelism = self.local_parallelism
         if parallelism == -1:

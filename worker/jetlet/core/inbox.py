@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from itertools import repeat, starmap
 from typing import Any
 
 
@@ -73,9 +74,16 @@ class Inbox:
             target.extend(items)
             items.clear()
             return count
-        for _ in range(limit):
-            target.append(items.popleft())
+        target.extend(starmap(items.popleft, repeat((), limit)))  # popleft ``limit`` times, in C
         return limit
+
+    def discard(self, count: int) -> None:
+        """Remove the first ``count`` items (at most all): those a processor has handled."""
+        items = self._items
+        if count >= len(items):
+            items.clear()
+        else:
+            deque(starmap(items.popleft, repeat((), count)), maxlen=0)  # popleft ``count`` times, in C
 
     def take_all(self) -> list[Any]:
         """Remove and return every item as a new list (the fast path for batch processors)."""

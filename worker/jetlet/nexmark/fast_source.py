@@ -2,7 +2,7 @@
 
 The same machinery as :func:`~jetlet.nexmark.source.nexmark_source`
 (:func:`~jetlet.nexmark.source.strided_event_source`): processor ``i`` of ``p`` emits the numbers
-``i, i + p, ...``, each fill a batch of up to 256 numbers turned into events by
+``i, i + p, ...``, each fill a batch of up to 1,024 numbers turned into events by
 :func:`~jetlet.nexmark.fast_generator.fast_events` (table slices, see
 :mod:`~jetlet.nexmark.fast_generator`), each with its event time as the native timestamp; a
 snapshot holds the processor's position and a restore resumes after exactly what was emitted.

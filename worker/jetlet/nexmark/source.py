@@ -13,12 +13,15 @@ had emitted, also when the job restarts with another number of processors (the g
 pure function of the number, so a processor regenerates any number of its new slice).
 
 With ``count`` the stream has events ``0 .. count - 1`` and then stays silent (it is still a
-stream: the job runs until cancelled; an exhausted processor waits :data:`MAX_WAIT_S` per fill
-instead of spinning). With ``rate`` (events per second, all processors together)
+stream: the job runs until cancelled; an exhausted paced processor waits :data:`MAX_WAIT_S` per
+fill instead of spinning). With ``rate`` (events per second, all processors together)
 the processor emits number ``n`` no earlier than ``(n - paced_from) / rate`` seconds after it
 started, waiting a few milliseconds at a time when nothing is due (the processor is
 non-cooperative); a restore restarts the pace at the lowest number not yet emitted, so the events
-missed while the job was down do not come in a burst.
+missed while the job was down do not come in a burst. Without ``rate`` a fill never waits, so the
+processor is cooperative: it runs on the cooperative thread beside the query's processors (no
+hand-off of the GIL to a source thread per batch), and an exhausted one returns at once (the
+worker backs off when nothing progresses).
 
 The machinery is :func:`strided_event_source`, shared with
 :func:`~jetlet.nexmark.fast_source.fast_nexmark_source`: it takes the batch function that turns a
@@ -43,10 +46,11 @@ from jetlet.core.processors.sources import SlicePosition, StridedCursor
 from jetlet.nexmark.generator import DEFAULT_CONFIG, GeneratorConfig, event
 from jetlet.nexmark.model import Event
 from jetlet.pipeline import SourceBuilder, StreamSource
-from jetlet.pipeline.source_builder import TimestampedSourceBuffer
+from jetlet.pipeline.source_builder import BUFFER_CAPACITY, TimestampedSourceBuffer
 
-BATCH_SIZE = 256
-"""Most events one fill adds."""
+BATCH_SIZE = BUFFER_CAPACITY
+"""Most events one fill adds: a whole chunk (one outbox bucket), so every stage downstream works on
+full batches."""
 MAX_WAIT_S = 0.005
 """Longest a paced fill waits for the next event to become due."""
 
@@ -77,7 +81,7 @@ class _Slice:
         return stop
 
     def wait_for_next(self) -> None:
-        """Pause until the next number is due, or :data:`MAX_WAIT_S` when the slice is exhausted."""
+        """Paced: pause until the next number is due, or :data:`MAX_WAIT_S` when the slice is exhausted."""
         next_number = self.cursor.next
         if self.count is not None and next_number >= self.count:
             time.sleep(MAX_WAIT_S)
@@ -89,7 +93,8 @@ class _Slice:
 def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
     numbers = state.cursor.take(BATCH_SIZE, state.due_stop())
     if not numbers:
-        state.wait_for_next()
+        if state.rate is not None:  # paced, on a thread of its own (unpaced ones are cooperative)
+            state.wait_for_next()
         return
     events = state.events_fn(numbers)
     buffer.add_all(events, list(map(_date_time, events)))
@@ -156,11 +161,11 @@ def strided_event_source(
             return _Slice(events_fn, cursor, count, rate, time.monotonic())
         return _Slice(events_fn, cursor, count, rate, paced_since, clock=time.time)
 
-    return (
+    builder = (
         SourceBuilder.timestamped_stream(name, create)
         .fill_buffer_fn(_fill)
         .create_snapshot_fn(_snapshot)
         .restore_snapshot_fn(_restore)
         .distributed(local_parallelism)
-        .build()
     )
+    return (builder if rate is not None else builder.cooperative()).build()

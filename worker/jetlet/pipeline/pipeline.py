@@ -53,7 +53,7 @@ class Pipeline:
             self._connect(transform)
             return stages.BatchStage(self, transform)
         if isinstance(source, sources_mod.StreamSource):
-            transform = tf.SourceTransform(source.name, source.supplier)
+            transform = tf.SourceTransform(source.name, source.supplier, source.event_time_supplier)
             self._connect(transform)
             return stages.StreamSourceStage(self, transform, source.native_timestamps, source.emits_events)
         raise TypeError(f"read_from needs a BatchSource or a StreamSource, got {type(source).__qualname__}")

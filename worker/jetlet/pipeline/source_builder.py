@@ -21,7 +21,8 @@ bounded :class:`SourceBuffer`::
     )
 
 The processor (:class:`ConvenientSourceP`, non-cooperative, since the
-functions may block) works like Jet's ``ConvenientSourceP``:
+functions may block, unless the builder is told ``cooperative()``) works like
+Jet's ``ConvenientSourceP``:
 
 * ``init`` calls ``create_fn(context)``; the context tells the processor its
   ``global_processor_index`` and ``total_parallelism``, so a distributed
@@ -45,11 +46,27 @@ functions may block) works like Jet's ``ConvenientSourceP``:
 A non-distributed source runs as one processor in the whole cluster; call
 ``distributed(n)`` for ``n`` processors per member.
 
+Beyond Jet, ``cooperative()`` declares that ``fill_buffer_fn`` never blocks
+(it only computes, and returns at once when it has nothing to add): the
+processor then runs on the cooperative threads beside the job's other
+processors instead of on a thread of its own, so no batch costs a hand-off
+of the GIL between threads; a worker whose processors all made no progress
+backs off by itself.
+
 A timestamped stream's buffer takes ``add(item, timestamp)`` and the
 processor emits ``(timestamp, item)`` events, the pipeline's representation
 of a timestamped item; its :class:`~jetlet.pipeline.sources.StreamSource`
 says so with ``emits_events=True`` and reads native timestamps from the
-event, for ``with_native_timestamps(lag)``.
+event, for ``with_native_timestamps(lag)``. The planner plans that event-time
+policy into the source, as Jet does (``StreamSource.event_time_supplier``):
+the processor then runs an
+:class:`~jetlet.core.event_time_mapper.EventTimeMapper` over each batch it
+fills, so it drops late events and emits the watermarks itself (and
+``IDLE_MESSAGE`` when its fills stay empty for the idle timeout), and no
+``add-timestamps`` processor and queue hop follow it. Its snapshot then also
+holds the mapper's state, saved before the source's own entry (a retried
+save repeats the mapper's entry, which a restore, taking the minimum of every
+saved state, does not mind).
 """
 
 from __future__ import annotations
@@ -62,9 +79,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, Self, TypeVar
 
+from jetlet.core import event_time, snapshot_keys
+from jetlet.core import event_time_mapper as mapper_mod
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
-from jetlet.core import snapshot_keys
 from jetlet.errors import require_callable
 from jetlet.pipeline import sources as sources_mod
 
@@ -191,6 +209,9 @@ class _SourceSpec:
     destroy_fn: Callable[[Any], object] | None
     create_snapshot_fn: Callable[[Any], Any] | None
     restore_snapshot_fn: Callable[[Any, list[Any]], object] | None
+    cooperative: bool = False
+    event_time: event_time.EventTimePolicy | None = None
+    """The event-time policy planned into the source (timestamped streams only)."""
 
     def new_buffer(self) -> SourceBuffer[Any]:
         if self.kind == "timestamped stream":
@@ -207,15 +228,21 @@ class ConvenientSourceP(proc.Processor):
         self._created = False
         self._buffer: SourceBuffer[Any] = spec.new_buffer()
         self._pending: list[Any] = []
+        self._pending_watermarks = False
+        """Whether ``_pending`` may hold a watermark (only with an event-time policy)."""
         self._restored: list[tuple[int, Any]] = []  # (index of the processor that saved it, object)
+        self._mapper = mapper_mod.EventTimeMapper(spec.event_time) if spec.event_time is not None else None
+        self._restored_times: list[mapper_mod.State] = []
 
     def is_cooperative(self) -> bool:
-        return False
+        return self._spec.cooperative
 
     def init(self, outbox: Any, context: proc.ProcessorContext) -> None:
         super().init(outbox, context)
         self._state = self._spec.create_fn(context)
         self._created = True
+        if self._mapper is not None:
+            self._mapper.start()
 
     def complete(self) -> bool:
         if not self._emit_pending():
@@ -224,31 +251,47 @@ class ConvenientSourceP(proc.Processor):
         if buffer.is_closed:
             return True
         self._spec.fill_buffer_fn(self._state, buffer)
-        self._pending = buffer.take()
+        items = buffer.take()
+        mapper = self._mapper
+        if mapper is None:
+            self._pending = items
+        elif items:
+            self._pending, self._pending_watermarks = mapper.outputs_of(items)
+        elif (message := mapper.idle_message()) is not None:
+            mapper.went_idle()
+            self._pending, self._pending_watermarks = [message], True
         return self._emit_pending() and buffer.is_closed
 
     def _emit_pending(self) -> bool:
         if self._pending:
-            taken = self.outbox.offer_batch(self._pending)
-            self._pending = self._pending[taken:]
+            self._pending = mapper_mod.offer_outputs(self.outbox, self._pending, self._pending_watermarks)
         return not self._pending
 
     def save_to_snapshot(self) -> bool:
         if not self._emit_pending():
             return False
+        index = self.context.global_processor_index
+        if self._mapper is not None:  # first: a retry after the next offer failed repeats it harmlessly
+            key = snapshot_keys.ProcessorKey(mapper_mod.SNAPSHOT_TAG, index)
+            if not self.outbox.offer_to_snapshot(key, self._mapper.saved_state()):
+                return False
         create_snapshot = self._spec.create_snapshot_fn
         if create_snapshot is None:
             return True
-        key = snapshot_keys.ProcessorKey(_SNAPSHOT_TAG, self.context.global_processor_index)
+        key = snapshot_keys.ProcessorKey(_SNAPSHOT_TAG, index)
         return self.outbox.offer_to_snapshot(key, create_snapshot(self._state))
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
-        if self._spec.restore_snapshot_fn is None:
-            raise RuntimeError(f"source {self._spec.name!r} has no restore_snapshot_fn")
         for key, value in inbox.take_all():
-            if not (isinstance(key, snapshot_keys.ProcessorKey) and key.tag == _SNAPSHOT_TAG):
+            tag = key.tag if isinstance(key, snapshot_keys.ProcessorKey) else None
+            if tag == mapper_mod.SNAPSHOT_TAG and self._mapper is not None:
+                self._restored_times.append(value)
+            elif tag != _SNAPSHOT_TAG:
                 raise ValueError(f"source {self._spec.name!r} cannot restore the snapshot entry {key!r}")
-            self._restored.append((key.processor_index, value))
+            elif self._spec.restore_snapshot_fn is None:
+                raise RuntimeError(f"source {self._spec.name!r} has no restore_snapshot_fn")
+            else:
+                self._restored.append((key.processor_index, value))
 
     def finish_snapshot_restore(self) -> bool:
         restore = self._spec.restore_snapshot_fn
@@ -256,13 +299,34 @@ class ConvenientSourceP(proc.Processor):
             self._restored.sort(key=_saved_by)
             restore(self._state, [value for _, value in self._restored])
             self._restored = []
+        if self._mapper is not None:
+            self._mapper.restore(self._restored_times)
+            self._restored_times = []
         return True
+
+    def metrics(self) -> dict[str, int]:
+        return {"lateEventsDropped": self._mapper.late} if self._mapper is not None else {}
 
     def close(self) -> None:
         if self._created:
             self._created = False
             if self._spec.destroy_fn is not None:
                 self._spec.destroy_fn(self._state)
+
+
+def _meta_supplier(local_parallelism: int | None, spec: _SourceSpec) -> proc.ProcessorMetaSupplier:
+    """The processors of ``spec``: ``local_parallelism`` per member, or one in the cluster (None)."""
+    factory = functools.partial(ConvenientSourceP, spec)
+    if local_parallelism is None:
+        return proc.ProcessorMetaSupplier.force_total_parallelism_one(factory)
+    return proc.ProcessorMetaSupplier.of(factory, local_parallelism)
+
+
+def _with_event_time(
+    local_parallelism: int | None, spec: _SourceSpec, policy: event_time.EventTimePolicy
+) -> proc.ProcessorMetaSupplier:
+    """The processors of ``spec`` with ``policy`` planned into them."""
+    return _meta_supplier(local_parallelism, dataclasses.replace(spec, event_time=policy))
 
 
 def _saved_by(entry: tuple[int, Any]) -> int:
@@ -289,6 +353,7 @@ class _Builder(Generic[C]):
         self._create_snapshot_fn: Callable[[C], Any] | None = None
         self._restore_snapshot_fn: Callable[[C, list[Any]], object] | None = None
         self._local_parallelism: int | None = None
+        self._cooperative = False
 
     def fill_buffer_fn(self, fn: Callable[[C, Any], object]) -> Self:
         """``fn(state, buffer)`` adds the next items (at most :data:`BUFFER_CAPACITY`) to ``buffer``."""
@@ -313,6 +378,11 @@ class _Builder(Generic[C]):
         self._local_parallelism = value
         return self
 
+    def cooperative(self) -> Self:
+        """``fill_buffer_fn`` never blocks: run on the cooperative threads (see the module doc)."""
+        self._cooperative = True
+        return self
+
     def create_snapshot_fn(self, fn: Callable[[C], Any]) -> Self:
         """``fn(state)`` returns the object to save in a snapshot (its position, say)."""
         _require_callable(self._name, "create_snapshot_fn", fn)
@@ -325,7 +395,7 @@ class _Builder(Generic[C]):
         self._restore_snapshot_fn = fn
         return self
 
-    def _supplier(self) -> proc.ProcessorMetaSupplier:
+    def _spec(self) -> _SourceSpec:
         if self._fill_buffer_fn is None:
             raise ValueError(f"SourceBuilder {self._name!r}: fill_buffer_fn is required before build()")
         if (self._create_snapshot_fn is None) != (self._restore_snapshot_fn is None):
@@ -333,7 +403,7 @@ class _Builder(Generic[C]):
                 f"SourceBuilder {self._name!r}: create_snapshot_fn and restore_snapshot_fn go together; "
                 "set both or neither"
             )
-        spec = _SourceSpec(
+        return _SourceSpec(
             self._name,
             self._kind,
             self._create_fn,
@@ -341,11 +411,11 @@ class _Builder(Generic[C]):
             self._destroy_fn,
             self._create_snapshot_fn,
             self._restore_snapshot_fn,
+            self._cooperative,
         )
-        factory = functools.partial(ConvenientSourceP, spec)
-        if self._local_parallelism is None:
-            return proc.ProcessorMetaSupplier.force_total_parallelism_one(factory)
-        return proc.ProcessorMetaSupplier.of(factory, self._local_parallelism)
+
+    def _supplier(self) -> proc.ProcessorMetaSupplier:
+        return _meta_supplier(self._local_parallelism, self._spec())
 
 
 class BatchSourceBuilder(_Builder[C]):
@@ -376,8 +446,13 @@ class TimestampedStreamSourceBuilder(_Builder[C]):
     _kind: Kind = "timestamped stream"
 
     def build(self) -> sources_mod.StreamSource[Any]:
+        spec = self._spec()
         return sources_mod.StreamSource(
-            self._name, self._supplier(), native_timestamps=event_timestamp, emits_events=True
+            self._name,
+            _meta_supplier(self._local_parallelism, spec),
+            native_timestamps=event_timestamp,
+            emits_events=True,
+            event_time_supplier=functools.partial(_with_event_time, self._local_parallelism, spec),
         )
 
 

@@ -29,6 +29,7 @@ from typing import Any, Generic, TextIO, TypeVar
 
 from jetlet.core import processor as proc
 from jetlet.core import processors
+from jetlet.core.event_time import EventTimePolicy
 from jetlet.core.processors import socket_source, sources, store
 
 T = TypeVar("T")
@@ -53,6 +54,11 @@ class StreamSource(Generic[T]):
     """True if the source emits ``(timestamp, item)`` events (``SourceBuilder.timestamped_stream``):
     ``native_timestamps`` then reads an event's timestamp, and the stage keeps the events as they are
     for native timestamps and unwraps them to the items otherwise."""
+    event_time_supplier: Callable[[EventTimePolicy], proc.ProcessorMetaSupplier] | None = None
+    """The source with an event-time policy planned into it (it then drops late items and emits the
+    watermarks itself, as Jet plans a policy into a source): the planner uses it instead of a
+    separate ``add-timestamps`` vertex when the stage's timestamps are the source's only consumer.
+    None: the source cannot."""
 
 
 class Sources:

@@ -6,16 +6,17 @@ processor takes as many items from the inbox as the outbox has room for,
 runs the step once over that chunk and emits the result with one
 ``offer_batch``.
 
-A step may emit more items than it was given (flat-map). The outputs that
-do not fit stay pending in the processor; to keep the engine's invariant
-that a processor holds nothing that its inbox does not show, the chunk's last
-input item stays at the head of the inbox until the pending outputs are
-all emitted. So an empty inbox always means "everything taken in is out",
-which is the moment snapshots are taken.
+The chunk is copied out of the inbox (in C) and its items stay there until
+the step's outputs are all emitted: a step may emit more items than it was
+given (flat-map), and the outputs that do not fit stay pending in the
+processor. That keeps the engine's invariant that a processor holds nothing
+that its inbox does not show: an empty inbox always means "everything taken
+in is out", which is the moment snapshots are taken.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ class ChainP(processor.Processor):
         self._step = step
         self._cooperative = cooperative
         self._pending: list[Any] | None = None
+        self._chunk_size = 0
+        """The inbox items whose outputs are pending (they leave the inbox once those are out)."""
 
     def is_cooperative(self) -> bool:
         return self._cooperative
@@ -45,22 +48,21 @@ class ChainP(processor.Processor):
                 self._pending = pending[taken:]
                 return
             self._pending = None
-            inbox.remove()  # the chunk's last item, held back until its outputs were out
+            inbox.discard(self._chunk_size)  # the chunk, held back until its outputs were out
         step = self._step
         while inbox:
             room = outbox.room()
             if room <= 0:
                 return
-            chunk: list[Any] = []
-            inbox.drain_to(chunk, min(room, len(inbox)) - 1)
-            chunk.append(inbox.peek())
-            out = step(chunk)
+            count = min(room, len(inbox))
+            out = step(list(inbox) if count == len(inbox) else list(itertools.islice(inbox, count)))
             if out:
                 taken = outbox.offer_batch(out)
                 if taken < len(out):
                     self._pending = out[taken:]
+                    self._chunk_size = count
                     return
-            inbox.remove()
+            inbox.discard(count)
 
 
 def chain_p(step: BatchStep, cooperative: bool = True) -> processor.ProcessorFactory:

@@ -49,11 +49,11 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from jetlet.aggregate import operation as agg
+from jetlet.core import event_time_mapper, processor, snapshot_keys, snapshot_writer
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
-from jetlet.core import processor, snapshot_keys, snapshot_writer
 from jetlet.core import watermark as wm
-from jetlet.core.processors import watermarks, windows
+from jetlet.core.processors import windows
 
 KeyFn = Callable[[Any], Hashable]
 TimestampFn = Callable[[Any], int]
@@ -320,7 +320,7 @@ def aggregate_to_session_window_p(
     aggr_op: agg.AggregateOperation[Any, Any],
     map_to_output_fn: SessionOutputFn | None = None,
     early_results_period_ms: int = 0,
-    clock: Callable[[], int] = watermarks.monotonic_ms,
+    clock: Callable[[], int] = event_time_mapper.monotonic_ms,
 ) -> processor.ProcessorFactory:
     """Session windows per key (Jet's ``Processors.aggregateToSessionWindowP``).
 
