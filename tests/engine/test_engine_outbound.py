@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
+
+import pytest
 
 from jetlet._execution.outbound import OutboundCollector
 from jetlet._execution.queues import DONE_ITEM, SpscQueue
@@ -107,6 +110,27 @@ def test_given_a_custom_partitioner_when_partitioned_then_its_partitions_are_use
     collector.push([1, 2, 3, 4])
     assert collector.flush()
     assert [_drain(q) for q in targets] == [[1, 3], [2, 4]]
+
+
+def test_given_a_copy_of_the_default_partitioner_when_partitioned_then_it_routes_without_a_call_per_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given the default partitioner as a member has it: unpickled from the job's DAG, not the module's object
+    partitioner = pickle.loads(pickle.dumps(partitioning.DEFAULT_PARTITIONER))
+    assert partitioner is not partitioning.DEFAULT_PARTITIONER
+    calls: list[Any] = []
+    monkeypatch.setattr(
+        partitioning.HashPartitioner, "get_partition", lambda self, key, count: calls.append(key)
+    )
+    table = [p % 2 for p in range(271)]
+    targets = _queues(2)
+    collector = OutboundCollector(targets, edge.RoutingPolicy.PARTITIONED, lambda n: n, partitioner, table)
+    # when a batch is split
+    collector.push(list(range(20)))
+    assert collector.flush()
+    # then each item went to the owner of stable_hash(key) % 271, and get_partition was never called
+    assert [_drain(q) for q in targets] == [[n for n in range(20) if table[n] == t] for t in range(2)]
+    assert calls == []
 
 
 def test_given_data_pending_for_a_full_queue_when_a_control_item_is_pushed_then_it_follows_the_data() -> None:

@@ -145,7 +145,7 @@ class OutboundCollector:
         key_fn = self._key_fn
         assert key_fn is not None
         shares: list[list[Any]] = [[] for _ in self._targets]
-        if self._partitioner is partitioning.DEFAULT_PARTITIONER:
+        if type(self._partitioner) is partitioning.HashPartitioner:  # the default, or a member's copy of it
             stable_hash = partitioning.stable_hash
             for item in batch:
                 shares[table[stable_hash(key_fn(item)) % partition_count]].append(item)
