@@ -139,6 +139,7 @@ def test_given_every_instance_and_edge_setting_then_instance_config_carries_it()
         "partition_count": 13,
         "max_queued_bytes": 19_000_000,
         "queue_size": 11,
+        "batch_queue_size": 23,
         "packet_size_limit": 17,
         "receive_window_multiplier": 4,
     }
@@ -153,6 +154,6 @@ def test_given_every_instance_and_edge_setting_then_instance_config_carries_it()
         partition_count=13,
         max_queued_bytes=19_000_000,
         default_edge_config=config.EdgeConfig(
-            queue_size=11, packet_size_limit=17, receive_window_multiplier=4
+            queue_size=11, batch_queue_size=23, packet_size_limit=17, receive_window_multiplier=4
         ),
     )

@@ -56,18 +56,18 @@ def test_ordinary_items_count_one_each_as_before() -> None:
     assert rows_of([(5, _batch(7)), (6, _batch(3))]) == 10
 
 
-def test_an_input_stops_reading_at_the_inbox_limit_in_rows_and_counts_rows_received() -> None:
-    # given five queued lists of one 1,000-row batch each
-    queue = SpscQueue(100_000)
+def test_an_input_counts_the_rows_it_received() -> None:
+    # given five queued lists of one 1,000-row batch each, in a queue of 5,000 rows
+    queue = SpscQueue(5_000)
     for _ in range(5):
-        queue.offer_batch([(0, _batch(1_000))])
+        assert queue.offer_batch([(0, _batch(1_000))]) == 1
+    assert queue.room() == 0
     stream = InboundStream(0, 0, [queue], WatermarkCoalescer(1), 0)
     inbox = Inbox()
-    # when the input drains into an inbox with a limit of 1,024 rows
+    # when the input drains into an inbox, then it took the five batches and counted 5,000 rows
     stream.drain_to(inbox, 1_024)
-    # then it read two batches (2,000 rows: the limit is reached after the second), not all five
-    assert len(inbox) == 2
-    assert (stream.received_items, stream.received_batches) == (2_000, 2)
+    assert len(inbox) == 5
+    assert (stream.received_items, stream.received_batches) == (5_000, 5)
 
 
 def _batches(count: int, rows: int) -> Any:
@@ -96,3 +96,29 @@ def test_a_jobs_received_and_emitted_counts_are_rows_of_batches() -> None:
     stage = {name: values for name, values in metrics.items() if "fifth" in name}
     assert sum(v["receivedCount"] for v in stage.values()) == 15_000
     assert sum(v["emittedCount"] for v in stage.values()) == 3_000 == sum(map(len, out))
+
+
+def test_the_planner_marks_the_edges_that_carry_batches_for_their_queues_in_rows() -> None:
+    # given a stream of batches through timestamps, map_batches, a batch window and a row map
+    def fill(_state: None, buffer: Any) -> None:
+        buffer.add(_batch(3), 2)
+
+    source = SourceBuilder.timestamped_stream("s", lambda _context: None).fill_buffer_fn(fill).build()
+    p = Pipeline()
+    batches = p.read_from(source).with_native_timestamps(0).map_batches(lambda b: b)
+    batches.write_to(Sinks.noop())
+    windows = batches.aggregate_batch_windows(jetlet.pipeline.WindowDefinition.tumbling(10), "v")
+    windows.map(lambda w: w.end).write_to(Sinks.noop())
+    # when it is planned, then every edge up to the window's results carries batches, and no other
+    dag = p.to_dag()
+    marked = {
+        (e.source_name, e.dest_name): e.carries_batches
+        for v in dag.vertices()
+        for e in dag.outbound_edges(v.name)
+    }
+    assert {edge for edge, batch in marked.items() if not batch} == {
+        ("batch-window", "fused(map, map)"),  # window results, then the map and the unwrapping of events
+        ("fused(map, map)", "noop-2"),
+    }
+    assert marked[("map-2", "noop")]  # the unwrapped batches into the first sink
+    assert jetlet.config.EdgeConfig().batch_queue_size == 32 * 1_024

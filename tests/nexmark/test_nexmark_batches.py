@@ -31,7 +31,13 @@ from jetlet.core.watermark import IDLE_MESSAGE, Watermark
 from jetlet.errors import JobCancelledError
 from jetlet.local_cluster import local_cluster
 from jetlet.nexmark import batch_queries, queries
-from jetlet.nexmark.batch_source import BATCH_EVENTS, batch_nexmark_source, bid_batch, bid_rows
+from jetlet.nexmark.batch_source import (
+    BATCH_EVENTS,
+    EVENTS_METRIC,
+    batch_nexmark_source,
+    bid_batch,
+    bid_rows,
+)
 from jetlet.nexmark.fast_generator import FastConfig, fast_events
 from jetlet.nexmark.fast_source import fast_nexmark_source
 from jetlet.pipeline import Pipeline, Sinks, SourceBuilder, WindowDefinition
@@ -313,6 +319,26 @@ def test_batch_queries_1_2_and_5_give_the_row_queries_results(jet: jetlet.Embedd
     row_q5 = [x for x in jet.get_list("row-q5") if x[0] <= CLOSED_BY]
     batch_q5 = [x for x in jet.get_list("batch-q5") if x[0] <= CLOSED_BY]
     assert len(row_q5) == closed_windows and batch_q5 == row_q5
+
+
+def test_the_batch_source_counts_its_bids_as_rows_and_its_events_in_a_user_counter(
+    jet: jetlet.EmbeddedInstance,
+) -> None:
+    # given the batch source of the first 50,000 events
+    p = Pipeline()
+    p.read_from(batch_nexmark_source(CONFIG, 50_000)).with_native_timestamps(0).write_to(Sinks.noop())
+    job = jet.new_job(p)
+    # when it has sent them all, then its emittedCount is the bids (rows) and its counter the events
+    bids = len(bid_rows(fast_events(range(50_000), CONFIG)))
+
+    def counts() -> tuple[float, float]:
+        metrics = job.metrics()
+        return metrics.sum(EVENTS_METRIC, vertex="batch-nexmark"), metrics.sum(
+            "emittedCount", vertex="batch-nexmark"
+        )
+
+    wait_until(lambda: counts() == (50_000, bids), "the source's counts", DEADLINE_S)
+    job.cancel()
 
 
 def test_the_frames_processor_counts_late_rows_dropped() -> None:

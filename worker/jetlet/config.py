@@ -45,7 +45,12 @@ class EdgeConfig:
     """Tuning of one edge: the local queues and the network stream behind it."""
 
     queue_size: int = 1024
-    """Capacity, in items, of each single-producer single-consumer queue."""
+    """Capacity, in items, of each single-producer single-consumer queue (a record batch counts as
+    its rows)."""
+    batch_queue_size: int = 32_768
+    """Capacity, in rows, of each queue of an edge that carries record batches (the planner marks
+    those): 32 batches of 1,024 rows. With ``queue_size`` a queue would hold one batch, and each hop
+    would hand batches over one at a time (measured: 3 to 4 times the CPU per event)."""
     packet_size_limit: int = 16384
     """Most items in one network packet of a distributed edge (a packet larger than a network
     frame is split further)."""
@@ -55,6 +60,7 @@ class EdgeConfig:
 
     def __post_init__(self) -> None:
         _require_int("EdgeConfig", "queue_size", self.queue_size, 1)
+        _require_int("EdgeConfig", "batch_queue_size", self.batch_queue_size, 1)
         _require_int("EdgeConfig", "packet_size_limit", self.packet_size_limit, 1)
         _require_int("EdgeConfig", "receive_window_multiplier", self.receive_window_multiplier, 1)
 

@@ -144,6 +144,7 @@ class MemberSettings:
     partition_count: int = _INSTANCE.partition_count
     max_queued_bytes: int = _INSTANCE.max_queued_bytes
     queue_size: int = _EDGE.queue_size
+    batch_queue_size: int = _EDGE.batch_queue_size
     packet_size_limit: int = _EDGE.packet_size_limit
     receive_window_multiplier: int = _EDGE.receive_window_multiplier
     heartbeat_interval_millis: int = 500
@@ -238,6 +239,7 @@ _POSITIVE = (
     "partition_count",
     "max_queued_bytes",
     "queue_size",
+    "batch_queue_size",
     "packet_size_limit",
     "receive_window_multiplier",
     "heartbeat_interval_millis",

@@ -181,7 +181,8 @@ def build(
         for edge in dag.outbound_edges(vertex.name):
             dest: str = edge.dest_name  # type: ignore[assignment]
             producers, consumers = parallelism[vertex.name], parallelism[dest]
-            capacity = (edge.config or default_edge).queue_size
+            edge_config = edge.config or default_edge
+            capacity = edge_config.batch_queue_size if edge.carries_batches else edge_config.queue_size
             if edge.is_distributed and member_count > 1:
                 if remote is None:
                     raise ValueError("a plan with distributed edges on a cluster needs its RemoteLinks")

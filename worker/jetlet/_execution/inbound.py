@@ -115,8 +115,11 @@ class InboundStream:
         return self._remaining == 0
 
     def drain_to(self, inbox: inbox_mod.Inbox, limit: int) -> tuple[bool, wm.Watermark | None]:
-        """Move batches into ``inbox`` until it holds ``limit`` rows; return (anything read?, advanced
-        watermark or None).
+        """Move batches into ``inbox``; return (anything read?, advanced watermark or None).
+
+        ``limit`` counts items, record batches too: the rows an inbox can take are bounded by the
+        queues' capacities in rows already, and one batch per processor call would cost the
+        tasklet's per-call work per batch.
 
         Stops early when the coalesced watermark advances, so the data that
         preceded it can be processed before the watermark is, and when a
@@ -129,8 +132,7 @@ class InboundStream:
             return False, None
         idle_rounds = 0
         aligner = self._aligner
-        taken = len(inbox)
-        while idle_rounds < count and taken < limit:
+        while idle_rounds < count and len(inbox) < limit:
             index = self._next
             self._next = (index + 1) % count
             if self._done[index] or aligner.is_blocked(self._first + index):
@@ -144,10 +146,8 @@ class InboundStream:
             idle_rounds = 0
             if type(element) is list:
                 inbox.add_batch(element)
-                rows = rows_of(element)
-                self.received_items += rows
+                self.received_items += rows_of(element)
                 self.received_batches += 1
-                taken += rows
                 continue
             advanced = self._on_control(index, element)
             if advanced is not None:

@@ -21,7 +21,7 @@ bound is then looser by as much.
 
 Rows
 ----
-Queue capacities, the inbox limit and the received and emitted counts are counted in *rows*: an
+Queue capacities and the received and emitted counts are counted in *rows*: an
 ordinary item is one row, and an item that holds many (a record batch, whose class defines
 ``__jetlet_rows__(self) -> int``), or a ``(timestamp, batch)`` event of one, is as many rows as it
 holds (at least one). :func:`batch_rows` looks at a list's first item only: a list of ordinary

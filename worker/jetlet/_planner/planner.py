@@ -108,7 +108,10 @@ class Planner:
 
         ``configure(edge, ordinal)`` sets the routing; without it the edge is
         the upstream's rebalance choice, else isolated under
-        ``preserve_order``, else local unicast.
+        ``preserve_order``, else local unicast. An edge that carries record
+        batches (its upstream makes them, or its transform takes them, or passes
+        them on unchanged to one that does: a timestamp stage) is marked so, for
+        its queues' capacity in rows.
         """
         for ordinal, upstream in enumerate(self.upstream[transform]):
             edge = self.edge_from(upstream, to_vertex, ordinal)
@@ -121,7 +124,17 @@ class Planner:
                 configure(edge, ordinal)
             elif self.preserve_order:
                 edge.isolated()
+            if upstream.makes_batches or self._feeds_batches(transform):
+                edge.batches()
             self.dag.edge(edge)
+
+    def _feeds_batches(self, transform: tf.Transform) -> bool:
+        """Whether ``transform`` takes record batches, or passes its items unchanged to one that does."""
+        if transform.takes_batches:
+            return True
+        if isinstance(transform, tf.TimestampTransform):
+            return any(self._feeds_batches(after) for after in self.graph.get(transform, ()))
+        return False
 
     def edge_from(
         self, upstream: tf.Transform, to_vertex: dag_mod.Vertex, dest_ordinal: int

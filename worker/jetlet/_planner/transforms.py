@@ -48,6 +48,10 @@ class Transform(abc.ABC):
         self.sequence = next(_sequence)
         self.user_fns: list[Callable[..., Any]] = []
         """The user's functions in this transform, checked for picklability at plan time."""
+        self.takes_batches = False
+        """Its input items are record batches (``map_batches``...): its input edges carry batches."""
+        self.makes_batches = False
+        """Its output items are record batches: its output edges carry batches."""
 
     @abc.abstractmethod
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
@@ -194,6 +198,8 @@ class FusedTransform(Transform):
         self.local_parallelism = parts[0].local_parallelism
         self.rebalance = parts[-1].rebalance
         self.rebalance_key = parts[-1].rebalance_key
+        self.takes_batches = parts[0].takes_batches
+        self.makes_batches = parts[-1].makes_batches
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
         step = chain.compose([part.step for part in self.parts])

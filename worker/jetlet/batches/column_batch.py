@@ -15,7 +15,8 @@ per batch, from the timestamp column. The rows of a batch are not sorted by time
 read each row's own time from the column.
 
 The engine counts a batch as its rows, not as one item (``__jetlet_rows__``): in queue
-capacities, the inbox limit and the ``receivedCount`` and ``emittedCount`` metrics.
+capacities (edges that carry batches have ``EdgeConfig.batch_queue_size`` rows) and the
+``receivedCount`` and ``emittedCount`` metrics.
 
 Batches pickle as their arrays, which is how they cross network edges and enter snapshots. With
 pickle protocol 5 each column of a plain dtype is reduced to its dtype's name and a

@@ -509,6 +509,7 @@ class BatchWindowTransform(tf.Transform):
 
     def __init__(self, upstream: tf.Transform, window: window_mod.WindowDefinition, spec: Spec) -> None:
         super().__init__("batch-window", [upstream])
+        self.takes_batches = True
         self.window = window
         """Read by the planner for the watermark stride (a window closes on a slide boundary)."""
         self.spec = spec
@@ -523,14 +524,14 @@ class BatchWindowTransform(tf.Transform):
             self, f"{self.name}-combine", self.local_parallelism, _factory(CombineToWindowsP, spec)
         )
         edge = planner.edge_from_vertex(prepare, combine)
-        planner.dag.edge(edge.partitioned_split(PartialSplitter()).distributed())
+        planner.dag.edge(edge.partitioned_split(PartialSplitter()).distributed().batches())
         merge = planner.add_vertex(
             self,
             self.name,
             1,
             proc.ProcessorMetaSupplier.force_total_parallelism_one(_factory(MergeWindowsP, spec)),
         )
-        planner.dag.edge(planner.edge_from_vertex(combine, merge).all_to_one().distributed())
+        planner.dag.edge(planner.edge_from_vertex(combine, merge).all_to_one().distributed().batches())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

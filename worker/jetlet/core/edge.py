@@ -71,6 +71,8 @@ class Edge:
         self.is_distributed = False
         self.priority_value = 0
         self.config: config.EdgeConfig | None = None
+        self.carries_batches = False
+        """Whether the items are record batches: the queues then hold ``batch_queue_size`` rows."""
 
     @staticmethod
     def between(source: dag.Vertex | str, dest: dag.Vertex | str) -> Edge:
@@ -142,6 +144,11 @@ class Edge:
     def local(self) -> Edge:
         """Keep items on the member that produced them (the default)."""
         self.is_distributed = False
+        return self
+
+    def batches(self) -> Edge:
+        """Mark the edge as carrying record batches (its queues hold ``EdgeConfig.batch_queue_size`` rows)."""
+        self.carries_batches = True
         return self
 
     def priority(self, value: int) -> Edge:

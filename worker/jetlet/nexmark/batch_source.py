@@ -16,6 +16,8 @@ native timestamp (so ``with_native_timestamps(lag)`` puts one watermark per batc
 timestamp column). A snapshot saves the cursor, which only ever stands at a batch boundary (a
 fill emits whole batches, and the source builder emits all of a fill before it saves); a restore
 resumes after the last batch emitted, with any new number of processors, as the row source does.
+The engine counts a batch as its rows (bids); the user counter :data:`EVENTS_METRIC` counts the
+event numbers, persons and auctions included, as the row source's ``emittedCount`` does.
 
 >>> from jetlet.nexmark.fast_generator import FastConfig, fast_events
 >>> config = FastConfig(rate=1000)
@@ -39,6 +41,7 @@ import numpy as np
 from jetlet.batches import ColumnBatch
 from jetlet.core import processor as proc
 from jetlet.core.processors.sources import SlicePosition, StridedCursor
+from jetlet.metrics import user_metrics
 from jetlet.nexmark import fast_generator as fg
 from jetlet.nexmark.model import Bid
 from jetlet.pipeline import SourceBuilder, StreamSource
@@ -48,6 +51,8 @@ BATCH_EVENTS = 1024
 """Event numbers per batch (about 942 of them bids)."""
 BATCHES_PER_FILL = 4
 """Batches one fill of the source buffer adds."""
+EVENTS_METRIC = "nexmarkEvents"
+"""The source's user counter of the event numbers it made batches of (bids or not): the events."""
 IDLE_WAIT_S = 0.005
 """How long an exhausted processor waits per fill (the source is non-cooperative)."""
 COLUMNS = ("auction", "bidder", "price", "date_time")
@@ -135,15 +140,19 @@ class _Slice:
 
 def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
     stop = state.count if state.count is not None else 1 << 62
+    events = 0
     for _ in range(BATCHES_PER_FILL):
         numbers = state.cursor.take(BATCH_EVENTS, stop)
         if not numbers:
             if not len(buffer):
                 time.sleep(IDLE_WAIT_S)
-            return
+            break
+        events += len(numbers)
         batch = bid_batch(numbers, state.config)
         if len(batch):  # a cursor's numbers ascend, and so do their times: the last is the highest
             buffer.add(batch, int(batch["date_time"][-1]))
+    if events:
+        user_metrics.counter(EVENTS_METRIC).inc(events)
 
 
 def _snapshot(state: _Slice) -> SlicePosition:

@@ -170,10 +170,9 @@ class GeneralStage(Generic[T]):
             bids.map_batches(lambda b: b.with_columns(price=b["price"] * 89 // 100))
         """
         _check_callable(fn, self.name, "the map_batches function")
-        step = _BatchMap(fn)
-        derived: Self = self._derive_with(
-            tf.StatelessTransform.map(self._transform, step, self._timestamped), fn
-        )
+        transform = tf.StatelessTransform.map(self._transform, _BatchMap(fn), self._timestamped)
+        transform.takes_batches = transform.makes_batches = True
+        derived: Self = self._derive_with(transform, fn)
         return derived
 
     def filter_batches(self, fn: Callable[[T], Any]) -> Self:
@@ -183,10 +182,9 @@ class GeneralStage(Generic[T]):
         ``bids.filter_batches(lambda b: b["auction"] % 123 == 0)``.
         """
         _check_callable(fn, self.name, "the filter_batches function")
-        step = _BatchFilter(fn)
-        derived: Self = self._derive_with(
-            tf.StatelessTransform.map(self._transform, step, self._timestamped), fn
-        )
+        transform = tf.StatelessTransform.map(self._transform, _BatchFilter(fn), self._timestamped)
+        transform.takes_batches = transform.makes_batches = True
+        derived: Self = self._derive_with(transform, fn)
         return derived
 
     def peek(self, predicate: Callable[[T], bool] = _always, to_string: Callable[[T], str] = str) -> Self:
@@ -446,6 +444,7 @@ class GeneralStage(Generic[T]):
         if not self._timestamped:
             return self._transform
         unwrap = tf.StatelessTransform("map", self._transform, lambda batch: [item for _, item in batch])
+        unwrap.takes_batches = unwrap.makes_batches = self._transform.makes_batches  # items unchanged
         self._pipeline._connect(unwrap)
         return unwrap
 

@@ -2,10 +2,10 @@
 
 One measurement is :func:`measure`: one query on one path, unpaced, on a cluster (a local cluster
 of one member process for the issue's "through the engine on one member"), measured as
-:mod:`.throughput` measures the row path: after ``warmup_s``, the source vertex's ``emittedCount``
+:mod:`.throughput` measures the row path: after ``warmup_s``, the source vertex's event count
 and the CPU seconds of the driver and every member are read twice, ``seconds`` apart. On the
-batch path the source emits batches of :data:`~jetlet.nexmark.batch_source.BATCH_EVENTS` event
-numbers each (every unbounded batch is full), so events are batches times that; the events are
+batch path the event count is the source's user counter
+:data:`~jetlet.nexmark.batch_source.EVENTS_METRIC` (its ``emittedCount`` counts rows, the bids):
 the same event numbers as the row path's (the batch source makes only their bids: persons and
 auctions, 8 % of the numbers, which Q1, Q2 and Q5 drop, are never built). Both paths' event
 times follow ``FastConfig.rate`` (1 M events/s), and Q5 is the 10 s window sliding by 1 s.
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jetlet.nexmark import batch_queries, fast_generator
-from jetlet.nexmark.batch_source import BATCH_EVENTS, batch_nexmark_source
+from jetlet.nexmark.batch_source import EVENTS_METRIC, batch_nexmark_source
 from jetlet.nexmark.bench import cpu, jobs, throughput
 from jetlet.pipeline import Pipeline, Sinks
 
@@ -51,8 +51,8 @@ def _counts(job: Any, meter: cpu.Meter) -> tuple[int, int, float, dict[int, floa
     metrics = job.metrics()
     cpu_times = meter.read()
     at = time.time()
-    batches = jobs.counter(metrics, BATCH_SOURCE_NAME, "emittedCount")
-    return batches * BATCH_EVENTS, jobs.counter(metrics, jobs.RECORDER_NAME, jobs.RESULT_COUNT), at, cpu_times
+    events = int(metrics.sum(EVENTS_METRIC, vertex=BATCH_SOURCE_NAME))
+    return events, jobs.counter(metrics, jobs.RECORDER_NAME, jobs.RESULT_COUNT), at, cpu_times
 
 
 def measure(cluster: Any, query: str, members: int, seconds: float, warmup_s: float) -> throughput.Throughput:
