@@ -162,7 +162,10 @@ def test_the_source_emits_the_idle_message_and_then_the_last_watermark_again() -
     # then the idle message came once, and the next event is preceded by the last watermark again
     assert seen[3:] == [IDLE_MESSAGE]
     feed.available = 4
-    assert run(planned, outbox) == [Watermark(7), (14, "c"), Watermark(11)]
+    resumed = run(planned, outbox)
+    assert resumed[:3] == [Watermark(7), (14, "c"), Watermark(11)]
+    # (on a loaded machine the ten calls may outlast the 1 ms timeout again: then idle once more)
+    assert resumed[3:] in ([], [IDLE_MESSAGE])
 
 
 def test_the_source_saves_its_watermark_and_a_restore_takes_the_lowest() -> None:
