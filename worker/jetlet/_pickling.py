@@ -8,14 +8,47 @@ Python-level pickler per call: about 5.7 µs for the same object. Both write the
 function or class it cannot find under its name, or finds as a different object) with
 ``PicklingError``, ``AttributeError`` or ``TypeError``, so falling back then never sends a reference
 the other side could resolve to something else.
+
+cloudpickle 3.1.3 writes every code object's file name as ``<dynamic-code>`` (for deterministic
+pickles); a user's traceback from a member would then name no file of theirs. Our cloudpickle
+writes code objects with :mod:`marshal` instead, which keeps the file name (and every other field,
+nested code included); both sides run the same Python, as cloudpickle's code pickles already need.
 """
 
 from __future__ import annotations
 
+import io
+import marshal
 import pickle
-from typing import Any
+import types
+from collections import ChainMap
+from typing import Any, ClassVar
 
 import cloudpickle
+
+
+def _code_from_marshal(data: bytes) -> types.CodeType:
+    code: types.CodeType = marshal.loads(data)
+    return code
+
+
+def _reduce_code(code: types.CodeType) -> tuple[Any, tuple[bytes]]:
+    return _code_from_marshal, (marshal.dumps(code),)
+
+
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """cloudpickle's pickler, but a code object keeps its file name (see the module doc)."""
+
+    dispatch_table: ClassVar[ChainMap[Any, Any]] = ChainMap(
+        {types.CodeType: _reduce_code}, cloudpickle.Pickler.dispatch_table
+    )
+
+
+def cloudpickle_dumps(value: Any, buffer_callback: Any = None) -> bytes:
+    """``value`` pickled by cloudpickle (protocol 5), its functions' code keeping its file names."""
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffer_callback).dump(value)
+    return out.getvalue()
 
 
 def dumps(value: Any, buffers: list[pickle.PickleBuffer] | None = None) -> bytes:
@@ -31,5 +64,4 @@ def dumps(value: Any, buffers: list[pickle.PickleBuffer] | None = None) -> bytes
     except (pickle.PicklingError, AttributeError, TypeError):
         if buffers is not None:
             buffers.clear()  # the C pickler may have handed out some before it failed
-        pickled: bytes = cloudpickle.dumps(value, protocol=5, buffer_callback=callback)
-        return pickled
+        return cloudpickle_dumps(value, callback)

@@ -49,7 +49,7 @@ from typing import Any
 
 import cloudpickle
 
-from jetlet import config, errors, job, records
+from jetlet import _pickling, config, errors, job, records
 from jetlet.core import dag as dag_mod
 from jetlet.metrics import job_metrics
 
@@ -128,7 +128,7 @@ def describe_unpicklable(definition: object) -> str:
 
 def _pickles(obj: object) -> bool:
     try:
-        cloudpickle.dumps(obj)
+        _pickling.cloudpickle_dumps(obj)
     except Exception:
         return False
     return True
@@ -207,7 +207,7 @@ def pickle_definition(definition: object) -> bytes:
             with contextlib.suppress(ValueError):  # already registered
                 cloudpickle.register_pickle_by_value(module)
                 registered.append(module)
-        return bytes(cloudpickle.dumps(definition))
+        return _pickling.cloudpickle_dumps(definition)
     except Exception as exc:
         culprit = describe_unpicklable(definition) or type(definition).__name__
         reason = f"{type(exc).__name__}: {exc}"

@@ -55,9 +55,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import cloudpickle
-
-from jetlet import _embedded, config, errors
+from jetlet import _embedded, _pickling, config, errors
 from jetlet import job as job_mod
 from jetlet._cluster import control, snapshot_data
 from jetlet._cluster import grid as grid_mod
@@ -479,7 +477,7 @@ def describe_failure(error: BaseException) -> dict[str, Any]:
     trace = getattr(error, "remote_traceback", "") or errors.user_traceback(error)
     original = error.__cause__ if isinstance(error, errors.JobFailedError) and error.__cause__ else error
     try:
-        cause = cloudpickle.dumps(original)
+        cause = _pickling.cloudpickle_dumps(original)
     except Exception:
         cause = b""
     return {"error": message or type(error).__name__, "traceback": trace, "cause": cause}

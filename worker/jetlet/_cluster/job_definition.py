@@ -72,6 +72,7 @@ from typing import Any, NoReturn
 
 import cloudpickle
 
+from jetlet import _pickling
 from jetlet._cluster import job_service
 from jetlet.core import dag as dag_mod
 
@@ -254,7 +255,7 @@ def _pickled_dag(built: object, field: str, what: str, by_value: types.ModuleTyp
     if by_value is not None:
         cloudpickle.register_pickle_by_value(by_value)
     try:
-        return bytes(cloudpickle.dumps(dag))
+        return _pickling.cloudpickle_dumps(dag)
     except Exception as exc:
         _invalid(field, f"the DAG of {what} cannot be pickled: {type(exc).__name__}: {exc}")
     finally:

@@ -28,9 +28,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import cloudpickle
 from aiohttp import web
 
+from jetlet import _pickling
 from jetlet._cluster import job_service
 
 ClusterInfo = Callable[[], dict[str, Any]]
@@ -87,7 +87,7 @@ class BadRequest(Exception):
 
 def encode_data(value: object) -> str:
     """Python data as base64 text of its cloudpickle (what ``data`` fields carry)."""
-    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
+    return base64.b64encode(_pickling.cloudpickle_dumps(value)).decode("ascii")
 
 
 def error_response(status: int, message: str, field: str | None = None) -> web.Response:

@@ -41,9 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
-from jetlet import errors
+from jetlet import _pickling, errors
 from jetlet.core import snapshot_keys, snapshot_writer
 
 Entries = list[tuple[Any, Any]]
@@ -72,7 +70,7 @@ def encode(entries: Entries) -> bytes:
     try:
         payload = pickle.dumps(entries, protocol=5)
     except (pickle.PicklingError, AttributeError, TypeError):
-        payload = cloudpickle.dumps(entries, protocol=5)
+        payload = _pickling.cloudpickle_dumps(entries)
     return _HEADER.pack(_MAGIC, _VERSION, len(entries), zlib.crc32(payload), len(payload)) + payload
 
 

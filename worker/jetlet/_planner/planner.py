@@ -33,8 +33,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import cloudpickle
-
+from jetlet import _pickling
 from jetlet._planner import fusion, source_event_time
 from jetlet._planner import transforms as tf
 from jetlet.core import dag as dag_mod
@@ -208,7 +207,7 @@ def watermark_stride(graph: Mapping[tf.Transform, object]) -> int:
 def _check_picklable(transform: tf.Transform, fn: Callable[..., Any]) -> None:
     """Functions travel to member processes as cloudpickle; find the ones that cannot, at plan time."""
     try:
-        cloudpickle.dumps(fn)
+        _pickling.cloudpickle_dumps(fn)
     except Exception as exc:  # cloudpickle raises whatever the captured object's pickling raises
         name = getattr(fn, "__qualname__", repr(fn))
         raise PlanningError(
