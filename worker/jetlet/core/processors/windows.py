@@ -57,6 +57,13 @@ the minimum, and the restore dropped that frame as older than the others'
 with the first window counting two thirds of its items.) A batch of windows being emitted when a snapshot
 starts is emitted first (Jet's ``flushBuffers``), so state and output agree.
 
+**Idle input.** When every input of a first stage turns idle (``IDLE_MESSAGE``: its sources
+sent nothing for ``idle_timeout_ms``), it sends every frame it holds, then the idle message: the
+second stage leaves an idle input out of its watermark (as in Jet) and would otherwise close those
+frames' windows without them. Its own watermark stays; items that come later for a frame already
+sent make a new accumulator of that frame, which the second stage combines in like any other. A
+single stage holds nothing another processor waits for and forwards the idle message.
+
 **Completion.** When every input is done (batch jobs) all remaining windows
 are emitted, up to the last window that holds the newest frame.
 """
@@ -345,7 +352,7 @@ class SlidingWindowP(processor.Processor):
     # -- watermarks and completion -----------------------------------------
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
         if watermark.is_idle_message():
-            return self.outbox.offer(watermark)
+            return self.try_process_idle()
         if not self._early_done():
             return False
         if self._flushing is None:
@@ -354,6 +361,25 @@ class SlidingWindowP(processor.Processor):
             return False
         self._flushing = None
         return True
+
+    def try_process_idle(self) -> bool:
+        """A first stage sends every frame it holds, then ``IDLE_MESSAGE`` (see the module doc)."""
+        if not self._emits_frames:
+            return self.outbox.offer(wm.IDLE_MESSAGE)
+        if self._flushing is None:
+            self._flushing = _Emission(self._held_frames())
+        if not self._flushing.emit(self.outbox) or not self.outbox.offer(wm.IDLE_MESSAGE):
+            return False
+        self._flushing = None
+        return True
+
+    def _held_frames(self) -> Iterator[list[Any]]:
+        """Every frame held, oldest first, as ``TimestampedEntry`` outputs, taken out of the state."""
+        entry = datamodel.TimestampedEntry
+        while self._frames:
+            frame_end = min(self._frames)
+            frame = self._frames.pop(frame_end)
+            yield [_new_tuple(entry, (frame_end, key, acc)) for key, acc in frame.items()]
 
     def complete(self) -> bool:
         if not self._early_done():
