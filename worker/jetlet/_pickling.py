@@ -39,8 +39,10 @@ def _reduce_code(code: types.CodeType) -> tuple[Any, tuple[bytes]]:
 class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle's pickler, but a code object keeps its file name (see the module doc)."""
 
+    # cloudpickle's own maps, not its ChainMap inside ours: the C pickler looks every object's type
+    # up here, and a ChainMap in a ChainMap raises and catches a KeyError per miss
     dispatch_table: ClassVar[ChainMap[Any, Any]] = ChainMap(
-        {types.CodeType: _reduce_code}, cloudpickle.Pickler.dispatch_table
+        {types.CodeType: _reduce_code}, *cloudpickle.Pickler.dispatch_table.maps
     )
 
 
