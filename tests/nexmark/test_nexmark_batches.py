@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,6 +85,10 @@ def test_a_column_batch_filters_selects_and_pickles() -> None:
         batch.filter(np.array([1, 0, 1]))
 
 
+def _no_sleep(seconds: float) -> None:
+    raise AssertionError(f"a cooperative source slept {seconds} s")
+
+
 def new_source(count: int, index: int, parallelism: int, outbox: TestOutbox) -> proc.Processor:
     supplier = batch_nexmark_source(CONFIG, count, local_parallelism=parallelism).supplier
     meta = proc.as_meta_supplier(supplier, "test")
@@ -129,6 +134,28 @@ def test_the_batch_source_snapshots_at_batch_boundaries_and_resumes_after_its_la
         fast_events(range(1, 20_000, 2), CONFIG)
     )
     assert all(timestamp == batch.max_timestamp() for timestamp, batch in emitted)
+
+
+def test_the_batch_source_is_cooperative_and_an_exhausted_one_returns_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given processor 0 of 1 of a 3,000-event batch source (three batches), on the cooperative
+    # thread, where nothing may sleep (a cooperative processor must not block: the worker backs
+    # off by itself; the source slept 5 ms per empty fill when it had a thread of its own)
+    outbox = TestOutbox(1, 8)
+    source = new_source(3_000, 0, 1, outbox)
+    assert source.is_cooperative()
+    monkeypatch.setattr(time, "sleep", _no_sleep)
+    # when it is called many times, long after it emitted every batch
+    for _ in range(50):
+        assert not source.complete()
+    # then it returned each time without sleeping, and emitted its three batches once
+    emitted = outbox.buckets[0]
+    assert len(emitted) == 3
+    assert [row for _, batch in emitted for row in batch.rows()] == bid_rows(
+        fast_events(range(3_000), CONFIG)
+    )
+    source.close()
 
 
 # --------------------------------------------------------------------------- vectorised aggregation
