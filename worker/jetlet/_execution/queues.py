@@ -128,19 +128,8 @@ class SpscQueue:
                     room = min(room, fits)
         count = len(items)
         if count > room:
-            self._batches.append(items[:room])
-            count = room
-        else:
-            self._batches.append(items)
-        added = self._added + count
-        self._added = added
-        if weight:
-            self._bytes_added += weight * count
-            self._marks.append((added, self._bytes_added))
-        size = added - self._removed
-        if size > self.high_water_mark:
-            self.high_water_mark = size
-        return count
+            return self._enqueue(items[:room], room, weight, room)
+        return self._enqueue(items, count, weight, count)
 
     def _offer_rows(self, items: list[Any], rows: list[int], queued: int, room: int) -> int:
         """``offer_batch`` of record batches: as many as their rows leave room for (one when empty).
@@ -166,8 +155,13 @@ class SpscQueue:
                 count, taken_rows = fits, sum(rows[:fits])
         if count == 0:
             return 0
-        self._batches.append(items if count == len(items) else items[:count])
-        added = self._added + taken_rows
+        return self._enqueue(items if count == len(items) else items[:count], taken_rows, weight, count)
+
+    def _enqueue(self, batch: list[Any], units: int, weight: int, count: int) -> int:
+        """Append ``batch`` (``count`` elements of ``weight`` bytes each, ``units`` items or rows against
+        the capacity), move the counters and the high-water mark; return ``count``."""
+        self._batches.append(batch)
+        added = self._added + units
         self._added = added
         if weight:
             self._bytes_added += weight * count

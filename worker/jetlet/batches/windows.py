@@ -69,6 +69,7 @@ from jetlet._planner import transforms as tf
 from jetlet.batches import partitioning as partitions
 from jetlet.batches.column_batch import Column, ColumnBatch
 from jetlet.core import inbox as inbox_mod
+from jetlet.core import outbox as outbox_mod
 from jetlet.core import processor as proc
 from jetlet.core import snapshot_keys
 from jetlet.core import watermark as wm
@@ -215,6 +216,15 @@ class Spec:
         return ends
 
 
+def _drain(outbox: outbox_mod.Outbox, pending: list[Any]) -> bool:
+    """Offer ``pending``'s items in order, removing each one taken; False when the outbox is full."""
+    while pending:
+        if not outbox.offer(pending[0]):
+            return False
+        pending.pop(0)
+    return True
+
+
 class _Frame:
     """One frame on the prepare side: raw ``(keys, values)`` chunks and compacted partials."""
 
@@ -289,13 +299,13 @@ class AccumulateFramesP(proc.Processor):
         if not self._pending:
             self.watermark = max(self.watermark, watermark.timestamp)
             self._pending = [*self._flush(self.watermark), watermark]
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def try_process_idle(self) -> bool:
         """Every frame held goes downstream before ``IDLE_MESSAGE``: see the module doc."""
         if not self._pending:
             self._pending = [*self._flush(1 << 62), wm.IDLE_MESSAGE]
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def _flush(self, up_to: int) -> list[tuple[int, Partial]]:
         out = []
@@ -303,18 +313,10 @@ class AccumulateFramesP(proc.Processor):
             out.append((end, self.frames.pop(end).partial(self.spec.op)))
         return out
 
-    def _drain(self) -> bool:
-        pending = self._pending
-        while pending:
-            if not self.outbox.offer(pending[0]):
-                return False
-            pending.pop(0)
-        return True
-
     def complete(self) -> bool:
         if not self._pending:
             self._pending = list(self._flush(1 << 62))
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def save_to_snapshot(self) -> bool:
         saved = {end: frame.partial(self.spec.op) for end, frame in self.frames.items()}
@@ -340,7 +342,7 @@ class AccumulateFramesP(proc.Processor):
             op, foreign = self.spec.op, self._restored_foreign
             self._pending = [(end, combine_partials(op, foreign[end])) for end in sorted(foreign)]
             self._restored_foreign = {}
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def metrics(self) -> dict[str, int]:
         return {"lateEventsDropped": self.late}
@@ -364,13 +366,13 @@ class CombineToWindowsP(proc.Processor):
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
         if not self._pending:
             self._pending = [*self._windows(watermark.timestamp), watermark]
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def complete(self) -> bool:
         if not self._pending:
             last = max(self.frames, default=-(1 << 63))
             self._pending = list(self._windows(last + self.spec.size - self.spec.slide))
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def _windows(self, up_to: int) -> list[tuple[int, ColumnBatch]]:
         spec, frames, out = self.spec, self.frames, []
@@ -394,14 +396,6 @@ class CombineToWindowsP(proc.Processor):
         # then saves the same next window end (they see the same watermarks), see the module doc
         self.next_end = max(self.next_end, up_to - up_to % spec.slide + spec.slide)
         return out
-
-    def _drain(self) -> bool:
-        pending = self._pending
-        while pending:
-            if not self.outbox.offer(pending[0]):
-                return False
-            pending.pop(0)
-        return True
 
     def save_to_snapshot(self) -> bool:
         if self._saving is None:
@@ -464,12 +458,12 @@ class MergeWindowsP(proc.Processor):
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
         if not self._pending:
             self._pending = [*self._windows(watermark.timestamp), watermark]
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def complete(self) -> bool:
         if not self._pending:
             self._pending = self._windows(max(self.shares, default=-(1 << 63)))
-        return self._drain()
+        return _drain(self.outbox, self._pending)
 
     def _windows(self, up_to: int) -> list[tuple[int, Any]]:
         spec, out = self.spec, []
@@ -479,14 +473,6 @@ class MergeWindowsP(proc.Processor):
             out.append((end, datamodel.WindowResult(end - spec.size, end, result)))
             self.next_end = end + spec.slide
         return out
-
-    def _drain(self) -> bool:
-        pending = self._pending
-        while pending:
-            if not self.outbox.offer(pending[0]):
-                return False
-            pending.pop(0)
-        return True
 
     def save_to_snapshot(self) -> bool:
         key = snapshot_keys.ProcessorKey(_MERGE_TAG, self.context.global_processor_index)
