@@ -146,9 +146,12 @@ def test_a_windowed_job_is_measured_on_every_member_and_adds_up(cluster: tuple[C
 
     def running_everywhere() -> bool:
         first[:] = [scrape(a) for a in addresses]
-        return all(total(s, "jetlet_received_count_total", job_name="metered") > 0 for s in first) and any(
-            total(s, "jetlet_snapshot_bytes", job_name="metered") > 0 for s in first
-        )
+        # a member's coalesced watermark appears with its first watermark, which may follow its first item
+        return all(
+            total(s, "jetlet_received_count_total", job_name="metered") > 0
+            and s.get("jetlet_coalesced_wm_seconds")
+            for s in first
+        ) and any(total(s, "jetlet_snapshot_bytes", job_name="metered") > 0 for s in first)
 
     wait_until(running_everywhere, "every member measures the job and a snapshot is stored")
     later: list[Samples] = []

@@ -118,11 +118,7 @@ class SpscQueue:
             else:
                 weight = self._weigh(first, queued)
                 if weight:
-                    fits = (
-                        (self.max_bytes - self.queued_bytes()) // weight
-                        if queued
-                        else max(1, self.max_bytes // weight)
-                    )
+                    fits = self._fits(weight, queued)
                     if fits <= 0:
                         return 0
                     room = min(room, fits)
@@ -144,11 +140,7 @@ class SpscQueue:
             taken_rows += held
         weight = item_bytes(items[0]) or 1 if self.max_bytes else 0
         if weight:
-            fits = (
-                (self.max_bytes - self.queued_bytes()) // weight
-                if queued
-                else max(1, self.max_bytes // weight)
-            )
+            fits = self._fits(weight, queued)
             if fits <= 0:
                 return 0
             if fits < count:
@@ -156,6 +148,12 @@ class SpscQueue:
         if count == 0:
             return 0
         return self._enqueue(items if count == len(items) else items[:count], taken_rows, weight, count)
+
+    def _fits(self, weight: int, queued: int) -> int:
+        """How many more elements of ``weight`` bytes ``max_bytes`` leaves room for (one when empty)."""
+        if queued:
+            return (self.max_bytes - self.queued_bytes()) // weight
+        return max(1, self.max_bytes // weight)
 
     def _enqueue(self, batch: list[Any], units: int, weight: int, count: int) -> int:
         """Append ``batch`` (``count`` elements of ``weight`` bytes each, ``units`` items or rows against

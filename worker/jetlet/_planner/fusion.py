@@ -9,12 +9,9 @@ named like Jet's, ``fused(map, filter)``.
 
 from __future__ import annotations
 
+from jetlet._planner import graph as graph_mod
 from jetlet._planner import transforms as tf
-
-Graph = dict[tf.Transform, list[tf.Transform]]
-"""Each transform's downstream transforms."""
-Upstream = dict[tf.Transform, list[tf.Transform]]
-"""Each transform's upstream transforms, in input-ordinal order."""
+from jetlet._planner.graph import Graph, Upstream
 
 
 def _fusible(a: tf.Transform, b: tf.Transform, graph: Graph, upstream: Upstream) -> bool:
@@ -52,16 +49,4 @@ def fuse(graph: Graph, upstream: Upstream) -> tuple[Graph, Upstream]:
             fused = tf.FusedTransform(chain)
             for part in chain:
                 replacement[part] = fused
-    if not replacement:
-        return graph, upstream
-    new_graph: Graph = {}
-    new_upstream: Upstream = {}
-    for transform, downstream in graph.items():
-        node = replacement.get(transform, transform)
-        targets = [replacement.get(d, d) for d in downstream]
-        existing = new_graph.setdefault(node, [])
-        existing.extend(t for t in targets if t is not node and t not in existing)
-        inputs = [replacement.get(u, u) for u in upstream[transform]]
-        if node is transform or node not in new_upstream:
-            new_upstream[node] = [u for u in inputs if u is not node]
-    return new_graph, new_upstream
+    return graph_mod.replaced(graph, upstream, replacement)

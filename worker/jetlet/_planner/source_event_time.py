@@ -13,12 +13,9 @@ vertex keeps the source's name; what leaves it is what left ``add-timestamps``.
 
 from __future__ import annotations
 
+from jetlet._planner import graph as graph_mod
 from jetlet._planner import transforms as tf
-
-Graph = dict[tf.Transform, list[tf.Transform]]
-"""Each transform's downstream transforms."""
-Upstream = dict[tf.Transform, list[tf.Transform]]
-"""Each transform's upstream transforms, in input-ordinal order."""
+from jetlet._planner.graph import Graph, Upstream
 
 
 def _plannable(stamps: tf.Transform, graph: Graph, upstream: Upstream) -> tf.SourceTransform | None:
@@ -53,16 +50,4 @@ def into_sources(graph: Graph, upstream: Upstream, watermark_stride: int) -> tup
         merged.local_parallelism = source.local_parallelism
         merged.rebalance, merged.rebalance_key = stamps.rebalance, stamps.rebalance_key
         replacement[source] = replacement[stamps] = merged
-    if not replacement:
-        return graph, upstream
-    new_graph: Graph = {}
-    new_upstream: Upstream = {}
-    for transform, downstream in graph.items():
-        node = replacement.get(transform, transform)
-        targets = new_graph.setdefault(node, [])
-        targets.extend(d for d in (replacement.get(d, d) for d in downstream) if d is not node)
-        if node is transform:
-            new_upstream[node] = [replacement.get(u, u) for u in upstream[transform]]
-        else:
-            new_upstream[node] = []
-    return new_graph, new_upstream
+    return graph_mod.replaced(graph, upstream, replacement)
