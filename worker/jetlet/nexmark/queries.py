@@ -215,9 +215,19 @@ def side_input_rows(size: int = SIDE_INPUT_SIZE) -> list[tuple[int, str]]:
     return [(key, str(key)) for key in range(size)]
 
 
-def side_input_key(bid: Bid, size: int = SIDE_INPUT_SIZE) -> int:
-    """The side-input row of a bid: its bidder modulo the side input's size (Beam's key)."""
-    return bid.bidder % size
+def side_input_key(size: int = SIDE_INPUT_SIZE) -> Callable[[Bid], int]:
+    """The key function of a side input of ``size`` rows: a bid's bidder modulo ``size`` (Beam's key).
+
+    A closure rather than a ``functools.partial`` with a keyword: it runs once per bid.
+
+    >>> side_input_key(500)(Bid(auction=1, bidder=1234, price=10, date_time=0, extra=""))
+    234
+    """
+
+    def key(bid: Bid) -> int:
+        return bid.bidder % size
+
+    return key
 
 
 def with_side_value(bid: Bid, value: str | None) -> Bid:
@@ -239,7 +249,7 @@ def q13_bounded_side_input_join(
     if side_input is None:
         side_input = events.pipeline.read_from(Sources.items(*side_input_rows(side_input_size)))
     bids: StreamStage[Bid] = events.map(_bid_or_none)
-    clause = JoinClause.join_map_entries(functools.partial(side_input_key, size=side_input_size))
+    clause = JoinClause.join_map_entries(side_input_key(side_input_size))
     joined: StreamStage[Bid] = bids.hash_join(side_input, clause, with_side_value)
     return joined.set_name("nexmark-q13-bounded-side-input-join")
 

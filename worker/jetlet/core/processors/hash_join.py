@@ -26,8 +26,13 @@ processor (the engine would never read the build edges while the inbox holds
 probe items), so, like Jet's assertion, a build item that arrives after a
 probe item was joined fails the job with an error naming the fix.
 
-Emission is cooperative: the outputs of one probe item are offered as a
-batch, and the item stays in the inbox until all of them are out.
+Probing works a chunk at a time, as the chain processor does: it takes as
+many probe items as the outbox has room for, joins them in one pass (one
+clause, the common case, in a loop with no per-item calls of its own) and
+offers the outputs with one ``offer_batch``. The chunk stays in the inbox
+until all of its outputs are out (a key with several values emits several
+items), so an empty inbox still means "everything taken in is out", which
+is when snapshots are taken.
 
 Snapshots: every processor saves its own tables (all processors hold the
 same tables, since build edges are broadcast) under
@@ -127,6 +132,8 @@ class HashJoinP(processor.Processor):
         self._tables: list[dict[Any, list[Any]]] = [{} for _ in self._clauses]
         self._probed = False
         self._pending: list[Any] = []
+        self._chunk_size = 0
+        """How many inbox items' outputs are pending (they leave the inbox once those are out)."""
         self._snapshot = snapshot_writer.SnapshotWriter()
         self._restored: dict[HashJoinTableKey, list[tuple[Any, list[Any]]]] = {}
 
@@ -158,44 +165,81 @@ class HashJoinP(processor.Processor):
 
     # -- probe side --------------------------------------------------------
     def _probe(self, inbox: inbox_mod.Inbox) -> None:
-        # The item whose outputs are pending stays at the head of the inbox.
+        outbox = self.outbox
         if self._pending:
-            if not self._flush():
+            taken = outbox.offer_batch(self._pending)
+            if taken < len(self._pending):
+                self._pending = self._pending[taken:]
                 return
-            inbox.remove()
+            self._pending = []
+            inbox.discard(self._chunk_size)  # the chunk, held back until its outputs were out
         self._probed = True
+        join = self._join_one if len(self._clauses) == 1 else self._join_many
         while inbox:
-            outputs = self._join(inbox.peek())
+            room = outbox.room()
+            if room <= 0:
+                return
+            count = min(room, len(inbox))
+            outputs = join(list(inbox) if count == len(inbox) else list(itertools.islice(inbox, count)))
             if outputs:
-                self._pending = outputs
-                if not self._flush():
+                taken = outbox.offer_batch(outputs)
+                if taken < len(outputs):
+                    self._pending = outputs[taken:]
+                    self._chunk_size = count
                     return
-            inbox.remove()
+            inbox.discard(count)
 
-    def _join(self, event: Any) -> list[Any]:
-        timestamp, item = event if self._timestamped else (0, event)
-        matches: list[Sequence[Any]] = []
-        for clause, table in zip(self._clauses, self._tables, strict=True):
-            found = table.get(clause.left_key_fn(item))
-            if found is None:
-                if self._inner:
-                    return []
-                matches.append(_NO_MATCH)
-            else:
-                matches.append(found)
+    def _join_one(self, events: list[Any]) -> list[Any]:
+        """The outputs of a chunk joined with the one clause's table."""
+        key_fn = self._clauses[0].left_key_fn
+        lookup: Callable[[Any], Sequence[Any] | None] = self._tables[0].get
         shape = self._map_to_output
-        if len(matches) == 1:
-            outputs = [shape(item, right) for right in matches[0]]
-        else:
-            outputs = [shape(item, *rights) for rights in itertools.product(*matches)]
+        inner = self._inner
+        outputs: list[Any] = []
+        emit = outputs.append
         if self._timestamped:
-            return [(timestamp, out) for out in outputs if out is not None]
-        return [out for out in outputs if out is not None]
+            for timestamp, item in events:
+                found = lookup(key_fn(item))
+                if found is None:
+                    if inner:
+                        continue
+                    found = _NO_MATCH
+                for right in found:
+                    out = shape(item, right)
+                    if out is not None:
+                        emit((timestamp, out))
+        else:
+            for item in events:
+                found = lookup(key_fn(item))
+                if found is None:
+                    if inner:
+                        continue
+                    found = _NO_MATCH
+                for right in found:
+                    out = shape(item, right)
+                    if out is not None:
+                        emit(out)
+        return outputs
 
-    def _flush(self) -> bool:
-        taken = self.outbox.offer_batch(self._pending)
-        self._pending = self._pending[taken:] if taken < len(self._pending) else []
-        return not self._pending
+    def _join_many(self, events: list[Any]) -> list[Any]:
+        """The outputs of a chunk joined with several clauses: every combination of their matches."""
+        outputs: list[Any] = []
+        for event in events:
+            timestamp, item = event if self._timestamped else (0, event)
+            matches: list[Sequence[Any]] = []
+            for clause, table in zip(self._clauses, self._tables, strict=True):
+                found: Sequence[Any] | None = table.get(clause.left_key_fn(item))
+                if found is None:
+                    if self._inner:
+                        break
+                    found = _NO_MATCH
+                matches.append(found)
+            else:
+                for rights in itertools.product(*matches):
+                    out = self._map_to_output(item, *rights)
+                    if out is not None:
+                        outputs.append((timestamp, out) if self._timestamped else out)
+        return outputs
 
     # -- snapshots ---------------------------------------------------------
     def save_to_snapshot(self) -> bool:
