@@ -98,11 +98,11 @@ LONE_TAKE_OVER_HEARTBEATS = 3
 over: time for its join to be answered ``removed`` if it was the one cut off (see coordination.py)."""
 
 SWITCH_INTERVAL_S = 0.001
+"""The member process's ``sys.setswitchinterval`` (see the module doc)."""
 EXIT_REFUSED = 3
+"""Exit status of a member that a cluster refused to admit (e.g. its cluster secret is wrong)."""
 EXIT_ALONE = 4
 """Exit status of a member still alone after ``--join-timeout-millis`` (no seed of ``--members`` answered)."""
-"""Exit status of a member that a cluster refused to admit (e.g. its cluster secret is wrong)."""
-"""The member process's ``sys.setswitchinterval`` (see the module doc)."""
 
 
 def _now_ms() -> int:

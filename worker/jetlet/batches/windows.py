@@ -271,14 +271,18 @@ class AccumulateFramesP(proc.Processor):
             times = batch.timestamps()
             keys = batch[spec.key]
             values = None if spec.value is None else batch[spec.value]
-            if times.min() < self.watermark:
+            if not len(times):
+                continue
+            first = int(times.min())
+            if first < self.watermark:
                 on_time = times >= self.watermark
                 self.late += len(times) - int(on_time.sum())
                 times, keys = times[on_time], keys[on_time]
                 values = None if values is None else values[on_time]
-            if not len(times):
-                continue
-            first, last = int(times.min()), int(times.max())
+                if not len(times):
+                    continue
+                first = int(times.min())
+            last = int(times.max())
             if first - first % spec.slide == last - last % spec.slide:
                 self._frame(first - first % spec.slide + spec.slide).add(keys, values, spec.op)
                 continue
