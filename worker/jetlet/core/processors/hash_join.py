@@ -195,30 +195,20 @@ class HashJoinP(processor.Processor):
         lookup: Callable[[Any], Sequence[Any] | None] = self._tables[0].get
         shape = self._map_to_output
         inner = self._inner
+        timestamped = self._timestamped
         outputs: list[Any] = []
         emit = outputs.append
-        if self._timestamped:
-            for timestamp, item in events:
-                found = lookup(key_fn(item))
-                if found is None:
-                    if inner:
-                        continue
-                    found = _NO_MATCH
-                for right in found:
-                    out = shape(item, right)
-                    if out is not None:
-                        emit((timestamp, out))
-        else:
-            for item in events:
-                found = lookup(key_fn(item))
-                if found is None:
-                    if inner:
-                        continue
-                    found = _NO_MATCH
-                for right in found:
-                    out = shape(item, right)
-                    if out is not None:
-                        emit(out)
+        for event in events:
+            item = event[1] if timestamped else event
+            found = lookup(key_fn(item))
+            if found is None:
+                if inner:
+                    continue
+                found = _NO_MATCH
+            for right in found:
+                out = shape(item, right)
+                if out is not None:
+                    emit((event[0], out) if timestamped else out)
         return outputs
 
     def _join_many(self, events: list[Any]) -> list[Any]:
