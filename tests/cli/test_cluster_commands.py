@@ -61,9 +61,11 @@ def cluster() -> Iterator[Any]:
 
 @pytest.fixture(autouse=True)
 def no_leaked_processes(cluster: Any) -> Iterator[None]:
-    """Given the cluster's member processes, then a test leaves no other child process running."""
+    """Given the child processes before a test (the cluster's members, other fixtures' servers), then the
+    test leaves no new one running."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)} | set(cluster.pids)
     yield
-    others = [p for p in psutil.Process().children(recursive=True) if p.pid not in cluster.pids]
+    others = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     _, alive = psutil.wait_procs(others, timeout=10)
     assert not alive, f"the test left processes running: {alive}"
 
