@@ -95,7 +95,7 @@ def _barrier(processor: Any) -> tuple[float, Entries]:
 
 
 def _stored(saved: Entries) -> dict[Any, Any]:
-    return {k: snapshot_writer.thaw(v) for k, v in snapshot_writer.freeze_lent(saved)}
+    return {k: snapshot_writer.read_back(v) for k, v in snapshot_writer.settle_lent(saved)}
 
 
 def _keyed_round(keys: int) -> dict[str, float]:

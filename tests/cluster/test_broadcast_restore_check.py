@@ -17,6 +17,7 @@ import pytest
 from inmemory import InMemoryCluster
 
 from jetlet._cluster import job_coordinator, snapshot_data
+from jetlet.core.snapshot_writer import Copied, freeze
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -72,8 +73,8 @@ def test_short_broadcast_reads_names_each_member_that_read_less_than_another() -
 
 def test_broadcast_counts_reads_the_entry_counts_from_the_chunk_headers() -> None:
     chunks = {
-        ("win", "m1"): snapshot_data.encode([("k", 1), ("l", 2)]),
-        ("win", "m2"): snapshot_data.encode([("k", 3)]),
-        ("src", "m1"): snapshot_data.encode([("p", 0)]),
+        ("win", "m1"): snapshot_data.encode([("k", freeze(1)), ("l", Copied(2))]),
+        ("win", "m2"): snapshot_data.encode([("k", freeze(3))]),
+        ("src", "m1"): snapshot_data.encode([("p", freeze(0))]),
     }
     assert snapshot_data.broadcast_counts(chunks) == {"win": 3, "src": 1}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pickle
+import struct
+import zlib
 from typing import Any
 
 import pytest
@@ -9,7 +12,7 @@ import pytest
 from jetlet._cluster import snapshot_data
 from jetlet.core import snapshot_keys
 from jetlet.core.snapshot_keys import ProcessorKey
-from jetlet.core.snapshot_writer import freeze, thaw
+from jetlet.core.snapshot_writer import Copied, freeze, thaw
 
 PARTITIONS = 13
 
@@ -20,7 +23,46 @@ def _frozen(entries: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
 
 def test_a_chunk_reads_back_what_was_written() -> None:
     entries = _frozen([("a", 1), (("k", 2), [1, 2, 3])])
-    assert snapshot_data.decode(snapshot_data.encode(entries), "here") == entries
+    assert snapshot_data.decode(snapshot_data.encode(entries), "here") == [("a", 1), (("k", 2), [1, 2, 3])]
+
+
+def test_a_chunk_of_frozen_and_copied_values_reads_back_every_one_across_groups() -> None:
+    # given more copied values than one pickle group holds, between frozen ones
+    n = 2 * snapshot_data.LIVE_GROUP + 3
+    copied = [((i, "k"), Copied({"n": i})) for i in range(n)]
+    entries = [("first", freeze([0])), *copied, ("last", freeze("z"))]
+    # then every entry reads back, each once
+    back = snapshot_data.decode(snapshot_data.encode(entries), "here")
+    expected = [("first", [0]), ("last", "z"), *(((i, "k"), {"n": i}) for i in range(n))]
+    assert sorted(back, key=repr) == sorted(expected, key=repr)
+
+
+def test_a_version_1_chunk_as_older_snapshot_files_hold_is_still_read() -> None:
+    payload = pickle.dumps([("a", freeze(1)), ("b", freeze([2]))], protocol=5)
+    chunk = struct.pack(">4sHIII", b"JLSN", 1, 2, zlib.crc32(payload), len(payload)) + payload
+    assert snapshot_data.decode(chunk, "old") == [("a", 1), ("b", [2])]
+
+
+def test_a_value_neither_frozen_nor_copied_is_refused_naming_its_key() -> None:
+    with pytest.raises(TypeError, match="snapshot entry 'k': a value must be frozen or copied, not list"):
+        snapshot_data.encode([("k", [1])])
+
+
+def test_a_copied_value_that_cannot_be_read_back_is_damage_naming_the_chunk() -> None:
+    chunk = snapshot_data.encode([("k", Copied(_Unreadable()))])
+    with pytest.raises(
+        snapshot_data.SnapshotDataError, match="chunk 'p' 3: a saved value cannot be read back"
+    ):
+        snapshot_data.decode(chunk, "'p' 3")
+
+
+class _Unreadable:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (_refuse, ())
+
+
+def _refuse() -> None:
+    raise ValueError("no")
 
 
 @pytest.mark.parametrize("cut", [0, 5, 19, -1])

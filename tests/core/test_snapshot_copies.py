@@ -58,7 +58,7 @@ def _save(processor: Any, vertex: str = "test") -> list[tuple[Any, Any]]:
 
 def _stored(saved: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """What the member stores of ``saved`` (frozen off the processing thread), read back."""
-    return [(key, snapshot_writer.thaw(value)) for key, value in snapshot_writer.freeze_lent(saved)]
+    return [(key, snapshot_writer.read_back(value)) for key, value in snapshot_writer.settle_lent(saved)]
 
 
 def _reference(*runs: list[tuple[str, int]]) -> dict[str, list[int]]:

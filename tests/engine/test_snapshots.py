@@ -177,8 +177,8 @@ def _context(guarantee: config.ProcessingGuarantee) -> proc.ProcessorContext:
 
 def _thawed(parts: list[Any]) -> list[Any]:
     """The members' parts with their values read back (frozen by the tasklet, or lent and frozen here)."""
-    thaw, freeze_lent = snapshot_writer.thaw, snapshot_writer.freeze_lent
-    return [{v: [(k, thaw(x)) for k, x in freeze_lent(e)] for v, e in part.items()} for part in parts]
+    read_back, settle_lent = snapshot_writer.read_back, snapshot_writer.settle_lent
+    return [{v: [(k, read_back(x)) for k, x in settle_lent(e)] for v, e in part.items()} for part in parts]
 
 
 def _run(tasklet: ProcessorTasklet, calls: int = 20) -> None:

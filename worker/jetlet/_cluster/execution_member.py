@@ -391,7 +391,7 @@ class ExecutionMember:
             if error is not None:
                 raise errors.JetletError(error)
             prefix = execution.snapshot_prefixes.pop(snapshot_id)
-            entries = {vertex: snapshot_writer.freeze_lent(part) for vertex, part in entries.items()}
+            entries = {vertex: snapshot_writer.settle_lent(part) for vertex, part in entries.items()}
             by_partition, broadcast, counts = snapshot_data.chunks_of(
                 entries, self._instance.config.partition_count, execution.single_processor
             )

@@ -26,13 +26,13 @@ a member for 70-90 ms at every snapshot.
 **Lending** (copy-on-write, as Flink's heap state backend snapshots): a
 processor that can notice its own writes offers :class:`Lent` values under
 one :class:`Loan` per snapshot instead. The engine keeps the objects, and the
-member freezes them later, on the thread that stores the snapshot
-(:func:`freeze_lent`). Until then, before the processor changes the state of
+member settles them later, on the thread that stores the snapshot
+(:func:`settle_lent`). Until then, before the processor changes the state of
 a key, it calls :meth:`Loan.before_change`: if the state is still lent, the
 processor freezes it there and then, and changes it in place afterwards.
 Each lent state is *claimed* (popped from ``Loan.unclaimed``, one atomic
 step): the processor claims a state before freezing and changing it, the
-store thread after freezing it (see :meth:`Loan.frozen`), so a state is never
+store thread after freezing it (see :meth:`Loan.saved`), so a state is never
 changed while it is being frozen, and the bytes that count were taken before
 any change. The processing thread pays only for the keys it touches while the
 snapshot is being stored; a state is pickled twice only when both threads
@@ -45,10 +45,13 @@ a ``copy_fn`` the user gave ``map_stateful``, or an aggregate operation's
 own copy) — it pays only for that copy on the processing thread:
 
 * :class:`Loan` takes a ``copy``: ``before_change`` then keeps a private copy
-  of the state (a :class:`Copied`) instead of its pickle, and the store thread
-  pickles the copy. This is Flink's copy-on-write heap state (its
+  of the state (a :class:`Copied`) instead of its pickle, and so does the store
+  thread for the states nobody claimed (a copy, then the claim: the same
+  order as a freeze). This is Flink's copy-on-write heap state (its
   ``CopyOnWriteStateMap`` copies an entry the first time it is written during
   an asynchronous snapshot; the snapshot thread serializes the old version).
+  The copies are pickled a group at a time with the chunk they go in
+  (:mod:`jetlet._cluster.snapshot_data`), not one pickle each.
 * A processor that saves values it cannot watch (aggregation and window
   accumulators) offers each one as a :class:`Copied` taken at the barrier; the
   store thread pickles it. This is Jet's order of work (the state is saved at
@@ -62,7 +65,7 @@ a state is pickled on the processing thread, which is always correct.
 >>> loan = Loan({"a": [1]}, copy=list.copy)
 >>> entries = [("a", Lent(loan)), ("total", Copied(7))]
 >>> loan.before_change("a")  # a copy now (0.3 µs), its pickle later
->>> [(key, thaw(value)) for key, value in freeze_lent(entries)]
+>>> [(key, read_back(value)) for key, value in settle_lent(entries)]
 [('a', [1]), ('total', 7)]
 
 >>> state = {"a": [1], "b": [2]}
@@ -70,7 +73,7 @@ a state is pickled on the processing thread, which is always correct.
 >>> entries = [(key, Lent(loan)) for key in state]
 >>> loan.before_change("a")  # the processor changes key "a": frozen first
 >>> state["a"].append(3)
->>> [(key, thaw(value)) for key, value in freeze_lent(entries)]  # the store thread
+>>> [(key, read_back(value)) for key, value in settle_lent(entries)]  # the store thread
 [('a', [1]), ('b', [2])]
 """
 
@@ -130,18 +133,20 @@ class Loan:
             self._frozen[key] = exc
             raise
 
-    def frozen(self, key: Any) -> bytes:
-        """Store side: the state of ``key`` frozen, by this thread unless the processor claimed it.
+    def saved(self, key: Any) -> bytes | Copied:
+        """Store side: the state of ``key`` frozen (or with a ``copy``, copied), by this thread unless
+        the processor claimed it.
 
-        This side claims a state only *after* freezing it: while it freezes, the state is still
+        This side claims a state only *after* freezing or copying it: meanwhile the state is still
         unclaimed, so the processor cannot have changed it; if the processor claimed it meanwhile
-        (to change it), what this side froze may be torn and the processor's bytes count instead.
+        (to change it), what this side took may be torn and the processor's version counts instead.
         """
         value = self.unclaimed.get(key, _CLAIMED)
         if value is not _CLAIMED:
-            frozen = freeze(value)
+            copy = self._copy
+            saved = freeze(value) if copy is None else Copied(copy(value))
             if self.unclaimed.pop(key, _CLAIMED) is not _CLAIMED:
-                return frozen
+                return saved
         deadline = time.monotonic() + CLAIM_TIMEOUT_S
         while (done := self._frozen.pop(key, None)) is None:
             if time.monotonic() > deadline:
@@ -149,9 +154,6 @@ class Loan:
             time.sleep(0.0001)  # the processor is freezing it on its own thread
         if isinstance(done, BaseException):
             raise done
-        if type(done) is Copied:
-            return freeze(done.value)
-        assert isinstance(done, bytes)
         return done
 
 
@@ -210,27 +212,28 @@ class Lent:
         self.loan = loan
 
 
-def freeze_lent(entries: Iterable[Entry]) -> list[Entry]:
-    """``entries`` with every :class:`Lent` and :class:`Copied` value frozen (off the processing thread)."""
-    return [(key, _frozen(key, value)) for key, value in entries]
+def settle_lent(entries: Iterable[Entry]) -> list[Entry]:
+    """``entries`` with every :class:`Lent` value settled (off the processing thread): frozen bytes, or
+    with a loan's ``copy``, a :class:`Copied`. Nothing in the result changes any more."""
+    return [(key, _settled(key, value)) for key, value in entries]
 
 
-def _frozen(key: Any, value: Any) -> Any:
-    kind = type(value)
-    if kind is Lent:
-        return value.loan.frozen(key)
-    if kind is Copied:
-        return freeze(value.value)
-    return value
+def _settled(key: Any, value: Any) -> Any:
+    return value.loan.saved(key) if type(value) is Lent else value
+
+
+def read_back(settled: bytes | Copied) -> Any:
+    """A settled value as a restore reads it (a copy goes through pickle, as the member stores it)."""
+    return thaw(settled if isinstance(settled, bytes) else freeze(settled.value))
 
 
 def read_back_lent(entries: Iterable[Entry]) -> list[Entry]:
-    """``entries`` with every :class:`Lent` and :class:`Copied` value frozen and thawed (as a restore
-    reads it).
+    """``entries`` with every :class:`Lent` and :class:`Copied` value settled and read back (as a
+    restore reads it).
 
     For running processors outside a member (tests): the other values stay as they are.
     """
-    return [(key, thaw(_frozen(key, value)) if is_kept(value) else value) for key, value in entries]
+    return [(key, read_back(_settled(key, value)) if is_kept(value) else value) for key, value in entries]
 
 
 class SnapshotWriter:
