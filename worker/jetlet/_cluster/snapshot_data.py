@@ -15,7 +15,7 @@ thread pickled, :func:`jetlet.core.snapshot_writer.freeze`) or as a
 keeps the frozen ones as they are and pickles the copies together, a few
 hundred per pickle (:data:`LIVE_GROUP`), not one pickle each: for Q4's
 10,000 open auctions the store thread's work per snapshot fell from
-about 95 to 60 ms in a quiet microbenchmark (``bench/snapshot_store_bench.py``),
+about 103 to 65 ms in a quiet microbenchmark (``bench/snapshot_store_bench.py``),
 and in the member that work competes with the processing thread for the GIL.
 A group is one pickle call, which holds the GIL, so groups are kept small.
 Version 1 chunks (every value frozen), as older snapshot files on disk
