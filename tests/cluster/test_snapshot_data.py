@@ -43,6 +43,13 @@ def test_a_version_1_chunk_as_older_snapshot_files_hold_is_still_read() -> None:
     assert snapshot_data.decode(chunk, "old") == [("a", 1), ("b", [2])]
 
 
+def test_a_chunk_of_an_unknown_format_version_is_refused_naming_the_versions_read() -> None:
+    payload = pickle.dumps(([], []), protocol=5)
+    chunk = struct.pack(">4sHIII", b"JLSN", 3, 0, zlib.crc32(payload), len(payload)) + payload
+    with pytest.raises(snapshot_data.SnapshotDataError, match="'p' 1 has format version 3, expected 1 or 2"):
+        snapshot_data.decode(chunk, "'p' 1")
+
+
 def test_a_value_neither_frozen_nor_copied_is_refused_naming_its_key() -> None:
     with pytest.raises(TypeError, match="snapshot entry 'k': a value must be frozen or copied, not list"):
         snapshot_data.encode([("k", [1])])

@@ -125,6 +125,27 @@ def test_given_copy_fn_and_a_store_thread_freezing_meanwhile_then_the_snapshot_i
     assert {key: slot[0] for key, slot in _stored(_save(processor))} == _reference(before, after)
 
 
+def test_given_a_change_while_the_store_thread_copies_a_state_then_the_barrier_state_is_saved() -> None:
+    # given a state lent with a copy function, during whose first call (the store thread's copy)
+    # the processor changes that state, as it may between any two steps of the store thread
+    state = {"a": [1]}
+    interleaved = False
+
+    def copy(value: list[int]) -> list[int]:
+        nonlocal interleaved
+        if not interleaved:
+            interleaved = True
+            loan.before_change("a")  # the processor: claims and copies "a" unless already claimed
+            state["a"].append(3)  # then changes it in place
+        return list(value)
+
+    loan = snapshot_writer.Loan(state, copy=copy)
+    # when the store thread saves "a"
+    saved = loan.saved("a")
+    # then the snapshot holds the state at the barrier, not the changed one the store thread copied
+    assert snapshot_writer.read_back(saved) == [1]
+
+
 def _failing_copy(state: Any) -> Any:
     raise ValueError("cannot copy this")
 

@@ -119,7 +119,8 @@ def decode(chunk: bytes, where: str) -> Entries:
     if magic != _MAGIC:
         raise SnapshotDataError(f"snapshot chunk {where} is not jetlet snapshot data (magic {magic!r})")
     if version not in _READABLE_VERSIONS:
-        raise SnapshotDataError(f"snapshot chunk {where} has format version {version}, expected {_VERSION}")
+        readable = " or ".join(str(v) for v in _READABLE_VERSIONS)
+        raise SnapshotDataError(f"snapshot chunk {where} has format version {version}, expected {readable}")
     payload = bytes(chunk[_HEADER.size :])
     if len(payload) != length:
         raise SnapshotDataError(
