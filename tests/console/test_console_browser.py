@@ -5,7 +5,9 @@ snapshots, a person at the console is refused with a wrong token, logs in
 with the right one, finds the job in the jobs list, opens it, sees every
 vertex of its DAG drawn in the SVG and a rate that changes while the job
 runs, exports a named snapshot, suspends it and sees it SUSPENDED, and
-resumes it and sees it RUNNING again. A member started with
+resumes it and sees it RUNNING again. The jobs list and the job's header,
+redrawn on every job event, keep their buttons (a button replaced between
+mousedown and mouseup loses the click). A member started with
 ``--console-anonymous read-only`` shows a failed job's failure text to a
 visitor who has not logged in, with every action disabled. The expected
 vertex names are read from the job's DOT, not from the JSON the console
@@ -52,6 +54,19 @@ def _health(address: str) -> dict[str, Any]:
     return body
 
 
+def _mark(element: Any) -> None:
+    element.evaluate("element => { element.dataset.mark = 'the same node'; }")
+
+
+def _is_marked(element: Any) -> bool:
+    """Whether ``element`` is still the node :func:`_mark` marked, not a redraw's replacement.
+
+    A click whose mousedown lands on a button and whose mouseup on the button
+    that replaced it is lost: Playwright reports it done and nothing happens.
+    """
+    return bool(element.evaluate("element => element.dataset.mark === 'the same node'"))
+
+
 def test_a_person_logs_in_watches_a_job_and_suspends_and_resumes_it(browser: Any, request: Any) -> None:
     with local_cluster(2) as client:
         job = client.new_job(
@@ -82,6 +97,12 @@ def test_a_person_logs_in_watches_a_job_and_suspends_and_resumes_it(browser: Any
         page.click("nav a[data-nav=jobs]")
         row = page.locator(f"tr[data-job='{JOB_NAME}']")
         row.locator("[data-status=RUNNING]").wait_for()
+        # and the list, redrawn on every job event, keeps its buttons: a click across a redraw is not lost
+        _mark(row.locator("button[data-action=suspend]"))
+        for _ in range(2):  # after the second fetch, the first redraw is surely done
+            with page.expect_response(lambda answer: answer.url.endswith("/jobs")):
+                pass
+        assert _is_marked(row.locator("button[data-action=suspend]"))
 
         # when opening the job, then its DAG shows every vertex, and a rate that changes
         row.locator("a").click()
@@ -96,6 +117,13 @@ def test_a_person_logs_in_watches_a_job_and_suspends_and_resumes_it(browser: Any
         wait_until(lambda: page.locator("dd[data-fact='Last snapshot']").text_content() != "—", "a snapshot")
         if request.config.getoption("--console-screenshot"):
             page.screenshot(path=request.config.getoption("--console-screenshot"), full_page=True)
+
+        # and the header, redrawn on every snapshot, keeps its buttons
+        export = page.locator("h1 button[data-action=export-snapshot]")
+        _mark(export)
+        last = page.locator("dd[data-fact='Last snapshot']").text_content()
+        wait_until(lambda: page.locator("dd[data-fact='Last snapshot']").text_content() != last, "a redraw")
+        assert _is_marked(export)
 
         # when exporting a snapshot under a name typed at the prompt, then the cluster holds it
         page.once("dialog", lambda dialog: dialog.accept("from-the-console"))

@@ -83,7 +83,11 @@ function debounce(fn, ms = 150) {
     pending = setTimeout(() => fn().catch((error) => say(error.message)), ms);
   };
 }
-const statusBadge = (status) => h("span", { class: `status ${status}`, "data-status": status }, status);
+function statusBadge(status) {
+  const badge = h("span");
+  setStatus(badge, status);
+  return badge;
+}
 
 // ----------------------------------------------------------------------------- login
 
@@ -163,16 +167,33 @@ function stopFeed() {
 
 // ----------------------------------------------------------------------------- actions
 
-function actionButtons(job, after) {
-  return Object.entries(ACTIONS).map(([action, allowed]) => {
-    const enabled = state.loggedIn && allowed.includes(job.status);
-    const label = action === "export-snapshot" ? "export snapshot" : action;
-    return h("button", {
-      type: "button", class: action === "cancel" ? "danger" : null, "data-action": action,
-      disabled: !enabled, title: state.loggedIn ? null : "log in to act on jobs",
-      onclick: () => act(job, action, after),
-    }, label);
-  });
+// The buttons are made once per job shown and updated in place. A redraw (one per job event: with
+// snapshots every second, once a second) must never replace a button under the pointer: a click whose
+// mousedown lands on one button and whose mouseup lands on its replacement is no click at all.
+function actionBar(after) {
+  let job = null;
+  const buttons = Object.keys(ACTIONS).map((action) => h("button", {
+    type: "button", class: action === "cancel" ? "danger" : null, "data-action": action,
+    onclick: () => act(job, action, after),
+  }, action === "export-snapshot" ? "export snapshot" : action));
+  return {
+    buttons,
+    update(current) {
+      job = current;
+      for (const button of buttons) {
+        button.disabled = !(state.loggedIn && ACTIONS[button.dataset.action].includes(job.status));
+        if (state.loggedIn) button.removeAttribute("title");
+        else button.title = "log in to act on jobs";
+      }
+    },
+  };
+}
+
+// A status badge updated in place (see actionBar).
+function setStatus(badge, status) {
+  badge.className = `status ${status}`;
+  badge.dataset.status = status;
+  badge.textContent = status;
 }
 
 async function act(job, action, after) {
@@ -189,7 +210,7 @@ async function act(job, action, after) {
   } catch (error) {
     say(`${action} of ${job.name} refused: ${error.message}`);
   }
-  after();
+  await after().catch((error) => say(error.message));
 }
 
 // ----------------------------------------------------------------------------- the cluster view
@@ -236,27 +257,48 @@ function paint(root) {
 
 function jobsView() {
   const root = h("div");
+  const count = h("span", { class: "badge" });
+  const tbody = h("tbody");
+  const table = h("table", {},
+    h("thead", {}, h("tr", {}, ["Job", "Status", "Submitted", "Completed", "Actions"].map((t) => h("th", {}, t)))), tbody);
+  const empty = h("p", { class: "muted" }, "No jobs yet: submit one with `jetlet submit`.");
+  const rows = new Map(); // job id -> its row, kept across redraws (see actionBar)
+
+  function rowOf(job) {
+    let row = rows.get(job.id);
+    if (!row) {
+      const status = statusBadge(job.status), completed = h("td"), bar = actionBar(draw);
+      const failure = h("pre", { class: "failure" });
+      row = {
+        tr: h("tr", { "data-job": job.name },
+          h("td", {}, h("a", { href: `#/jobs/${job.id}` }, job.name), h("div", { class: "mono muted" }, job.id_string)),
+          h("td", {}, status), h("td", {}, fmtTime(job.submission_time)), completed, h("td", { class: "actions" }, bar.buttons)),
+        failureRow: h("tr", {}, h("td", { colspan: 5 }, failure)),
+        status, completed, bar, failure,
+      };
+      rows.set(job.id, row);
+    }
+    setStatus(row.status, job.status);
+    row.completed.textContent = fmtTime(job.completion_time);
+    row.bar.update(job);
+    row.failure.textContent = job.cancelled ? "cancelled" : job.failure || "";
+    return row;
+  }
+
   async function draw() {
     const { jobs } = await api("/jobs");
     jobs.sort((a, b) => b.submission_time - a.submission_time);
-    const rows = [];
-    for (const job of jobs) {
-      rows.push(h("tr", { "data-job": job.name },
-        h("td", {}, h("a", { href: `#/jobs/${job.id}` }, job.name), h("div", { class: "mono muted" }, job.id_string)),
-        h("td", {}, statusBadge(job.status)),
-        h("td", {}, fmtTime(job.submission_time)),
-        h("td", {}, fmtTime(job.completion_time)),
-        h("td", { class: "actions" }, actionButtons(job, draw))));
-      if (job.status === "FAILED" && job.failure) {
-        rows.push(h("tr", {}, h("td", { colspan: 5 }, h("pre", { class: "failure" }, job.cancelled ? "cancelled" : job.failure))));
-      }
+    const wanted = jobs.flatMap((job) => {
+      const row = rowOf(job);
+      return job.status === "FAILED" && job.failure ? [row.tr, row.failureRow] : [row.tr];
+    });
+    // rows are moved only when the order or the set changed, so a row under the pointer stays put
+    if (wanted.length !== tbody.children.length || wanted.some((tr, i) => tbody.children[i] !== tr)) {
+      tbody.replaceChildren(...wanted);
     }
-    root.replaceChildren(
-      h("h1", {}, "Jobs", h("span", { class: "badge" }, `${jobs.length}`)),
-      jobs.length ? h("table", {},
-        h("thead", {}, h("tr", {}, ["Job", "Status", "Submitted", "Completed", "Actions"].map((t) => h("th", {}, t)))),
-        h("tbody", {}, rows)) : h("p", { class: "muted" }, "No jobs yet: submit one with `jetlet submit`."),
-    );
+    count.textContent = `${jobs.length}`;
+    const body = jobs.length ? table : empty;
+    if (root.childNodes.length !== 2 || root.lastChild !== body) root.replaceChildren(h("h1", {}, "Jobs", count), body);
   }
   const redraw = debounce(draw);
   return { root, draw, onEvent: (event) => { if (event.job_id) redraw(); } };
@@ -356,7 +398,10 @@ function jobView(id) {
   const dagHolder = h("div");
   const facts = h("dl", { class: "facts" });
   const events = h("ol", { class: "events" });
-  const header = h("h1");
+  // the header is made once and updated in place (see actionBar)
+  const name = h("span"), status = statusBadge("STARTING"), idString = h("span", { class: "mono muted" });
+  const bar = actionBar(drawJob);
+  const header = h("h1", {}, name, status, idString, h("span", { class: "toolbar" }, bar.buttons));
   const failure = h("div");
   let dag = null, previous = null, timer = null, job = null, closed = false;
   const shown = new Set();
@@ -364,8 +409,10 @@ function jobView(id) {
 
   async function drawJob() {
     job = await api(`/jobs/${id}`);
-    header.replaceChildren(job.name, statusBadge(job.status), h("span", { class: "mono muted" }, job.id_string),
-      h("span", { class: "toolbar" }, actionButtons(job, drawJob)));
+    name.textContent = job.name;
+    setStatus(status, job.status);
+    idString.textContent = job.id_string;
+    bar.update(job);
     const snapshot = job.snapshot || {};
     const rows = [
       ["Submitted", fmtTime(job.submission_time)], ["Completed", fmtTime(job.completion_time)],
