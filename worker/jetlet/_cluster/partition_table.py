@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_PARTITION_COUNT = 271
+from jetlet.config import DEFAULT_PARTITION_COUNT
 
 
 @dataclass(frozen=True)
