@@ -169,7 +169,9 @@ def test_a_completed_snapshot_is_one_line_with_its_size_and_duration(cluster: Lo
     )
     figures = (
         f"{event.details['bytes']} bytes, {event.details['keys']} keys, in {event.details['duration_ms']} ms"
+        f" (the slowest member's store {event.details['store_ms']} ms)"
     )
+    assert 0 <= event.details["store_ms"] <= event.details["duration_ms"]
     assert line["message"] == f"job {job.id_string}: snapshot 1 completed: {figures}"
 
 

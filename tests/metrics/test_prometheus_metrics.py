@@ -43,6 +43,7 @@ JOB_FAMILIES = [
     "jetlet_last_forwarded_wm_latency_seconds",
     "jetlet_snapshot_bytes",
     "jetlet_snapshot_keys",
+    "jetlet_snapshot_store_seconds",
     "jetlet_distributed_items_in_total",
     "jetlet_distributed_items_out_total",
     "jetlet_distributed_in_bytes_total",
@@ -199,6 +200,7 @@ def test_a_windowed_job_is_measured_on_every_member_and_adds_up(cluster: tuple[C
     assert final.sum("emittedCount") == final.sum("receivedCount")  # every item emitted is received once
     assert final.sum("distributedItemsOut") == final.sum("distributedItemsIn") > 0
     assert final.sum("snapshotBytes") > 0 and final.sum("snapshotKeys") > 0
+    assert set(final.by("snapshotStoreTime", "member")) == {"m1", "m2", "m3"}  # each stored its part
     assert all(m.value > 0 for m in final.filter("executionCompletionTime"))
     # the old shape still reads: "member/tasklet" -> counters
     assert sum(v.get("receivedCount", 0) for v in final.values()) == final.sum("receivedCount")

@@ -150,7 +150,8 @@ class EventKind(enum.StrEnum):
     """A new execution of a running job started (``reason``; ``details.members``)."""
     SNAPSHOT_STARTED = "snapshot_started"
     SNAPSHOT_COMPLETED = "snapshot_completed"
-    """``details``: ``snapshot_id``, ``bytes``, ``keys``, ``duration_ms``."""
+    """``details``: ``snapshot_id``, ``bytes``, ``keys``, ``duration_ms`` (from start to completion),
+    ``store_ms`` (the slowest member's store of its part), ``terminal``."""
     SNAPSHOT_FAILED = "snapshot_failed"
     MEMBER_JOINED = "member_joined"
     MEMBER_LEFT = "member_left"

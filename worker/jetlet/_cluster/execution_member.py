@@ -120,6 +120,8 @@ class MemberExecution:
     completion_time_ms: int = 0
     snapshot_sizes: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
     """Per vertex, (bytes, keys) this member stored of the last snapshot."""
+    snapshot_store_ms: int | None = None
+    """How long this member took to store its part of the last snapshot (None before the first)."""
 
 
 class ExecutionMember:
@@ -315,6 +317,7 @@ class ExecutionMember:
             execution.start_time_ms,
             execution.completion_time_ms,
             dict(execution.snapshot_sizes),
+            execution.snapshot_store_ms,
         )
 
     def views(self) -> list[samples.ExecutionView]:
@@ -408,10 +411,10 @@ class ExecutionMember:
             size = sum(len(c) for chunks in by_partition.values() for _, c in chunks)
             report.update(counts=counts, bytes=size + sum(len(c) for _, c in broadcast))
             execution.snapshot_sizes = _sizes_by_vertex(by_partition, broadcast, counts)
+            report["store_ms"] = execution.snapshot_store_ms = int((time.monotonic() - started) * 1000)
         except Exception as exc:
             log.exception("member %s could not store its part of snapshot %d", self.member_name, snapshot_id)
             report["error"] = f"{type(exc).__name__}: {exc}"
-        report["store_ms"] = int((time.monotonic() - started) * 1000)
         self._channel.send(execution.coordinator, Operation.SNAPSHOT_DONE, **report)
 
     def _sender(self, members: tuple[str, ...]) -> remote.Send:

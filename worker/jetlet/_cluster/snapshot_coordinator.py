@@ -283,6 +283,7 @@ class SnapshotCoordinator:
                 counts[vertex] = counts.get(vertex, 0) + count
         duration_ms = int((time.time() - flight.started) * 1000)
         size = sum(p.get("bytes", 0) for p in flight.parts.values())
+        store_ms = max((p.get("store_ms", 0) for p in flight.parts.values()), default=0)
         entry.last_snapshot = {
             "id": flight.snapshot_id,
             "prefix": flight.prefix,
@@ -295,12 +296,13 @@ class SnapshotCoordinator:
         }
         entry.snapshot_count += 1
         log.info(
-            "%s: snapshot %d completed: %d bytes, %d keys, in %d ms%s",
+            "%s: snapshot %d completed: %d bytes, %d keys, in %d ms (the slowest member's store %d ms)%s",
             named(entry),
             flight.snapshot_id,
             size,
             sum(counts.values()),
             duration_ms,
+            store_ms,
             " (terminal)" if flight.terminal else "",
             extra=about(entry),
         )
@@ -316,6 +318,7 @@ class SnapshotCoordinator:
                 "bytes": size,
                 "keys": sum(counts.values()),
                 "duration_ms": duration_ms,
+                "store_ms": store_ms,
                 "terminal": flight.terminal,
             },
         )

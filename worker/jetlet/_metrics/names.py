@@ -78,6 +78,13 @@ KNOWN: dict[str, Family] = {
     "snapshotKeys": Family(
         "jetlet_snapshot_keys", "gauge", "Keys this member stored of the vertex's last snapshot."
     ),
+    "snapshotStoreTime": Family(
+        "jetlet_snapshot_store_seconds",
+        "gauge",
+        "How long this member took to store its part of the job's last snapshot: its states settled,"
+        " encoded and written to the grid with their backups.",
+        _MS,
+    ),
     "distributedItemsIn": Family(
         "jetlet_distributed_items_in_total", "counter", "Items received from another member on an edge."
     ),

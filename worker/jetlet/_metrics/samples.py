@@ -62,6 +62,8 @@ class ExecutionView:
     completion_time_ms: int = 0
     snapshot_sizes: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
     """Per vertex, (bytes, keys) this member stored in the last snapshot."""
+    snapshot_store_ms: int | None = None
+    """How long this member took to store its part of the last snapshot (None before the first)."""
 
 
 def execution_measurements(view: ExecutionView) -> list[Measurement]:
@@ -78,6 +80,8 @@ def execution_measurements(view: ExecutionView) -> list[Measurement]:
         labels = {**base, "vertex": vertex}
         out.append(Measurement("snapshotBytes", labels, size))
         out.append(Measurement("snapshotKeys", labels, keys))
+    if view.snapshot_store_ms is not None:
+        out.append(Measurement("snapshotStoreTime", base, view.snapshot_store_ms))
     if view.links is not None:
         out.extend(_link_measurements(view.links.counters(), view.edges, view.members, base))
     return out
