@@ -150,3 +150,22 @@ def test_a_single_processor_vertex_is_restored_on_the_first_member_only() -> Non
 def test_a_chunk_under_a_malformed_key_is_refused() -> None:
     with pytest.raises(snapshot_data.SnapshotDataError, match="malformed key"):
         snapshot_data.route({0: {"not-a-key": b""}}, {}, {}, (), 0)
+
+
+def test_encoding_tells_of_every_entry_it_encoded_and_writes_the_same_chunks() -> None:
+    # given 2,000 copied entries over 13 partitions, and a single-processor vertex's 600 in one chunk
+    # of frozen and copied values (more copies than one pickle group holds)
+    told: list[int] = []
+    parts = {
+        "keyed": [(ProcessorKey(("k", i), i % PARTITIONS), Copied(i)) for i in range(2000)],
+        "single": [((i, "s"), Copied(-i) if i % 3 else freeze(i)) for i in range(600)],
+    }
+
+    def chunks(done: Any) -> Any:
+        return snapshot_data.chunks_of(parts, PARTITIONS, ["single"], done)
+
+    paced = chunks(told.append)
+    # then every entry was told of once, a pickle group at most at a time (the store paces itself by it)
+    assert sum(told) == 2600 and max(told) <= snapshot_data.LIVE_GROUP
+    # and the chunks are those encoded without pacing
+    assert paced == chunks(lambda n: None)

@@ -61,7 +61,7 @@ from jetlet._cluster import control, snapshot_data
 from jetlet._cluster import grid as grid_mod
 from jetlet._cluster.control import Dispatch, Operation
 from jetlet._cluster.job_service import job_config_from_dict, load_dag
-from jetlet._execution import execution_plan, execution_service
+from jetlet._execution import execution_plan, execution_service, gil_yield
 from jetlet._execution import snapshots as snapshots_mod
 from jetlet._metrics import samples
 from jetlet._network import tasklets as remote
@@ -394,9 +394,10 @@ class ExecutionMember:
             if error is not None:
                 raise errors.JetletError(error)
             prefix = execution.snapshot_prefixes.pop(snapshot_id)
-            entries = {vertex: snapshot_writer.settle_lent(part) for vertex, part in entries.items()}
+            pacer = gil_yield.Pacer()  # the store gives way to busy cooperative threads
+            entries = {vertex: _settled_paced(part, pacer) for vertex, part in entries.items()}
             by_partition, broadcast, counts = snapshot_data.chunks_of(
-                entries, self._instance.config.partition_count, execution.single_processor
+                entries, self._instance.config.partition_count, execution.single_processor, pacer.done
             )
             me = self.member_name
             self._grid.put_to_partitions(
@@ -436,6 +437,17 @@ class ExecutionMember:
         for execution in executions:
             execution.tracker.cancel("the member is shutting down")
         self._store_pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _settled_paced(part: snapshot_data.Entries, pacer: gil_yield.Pacer) -> snapshot_data.Entries:
+    """``settle_lent(part)``, telling ``pacer`` of every :data:`~gil_yield.ENTRIES_PER_YIELD` settled."""
+    settled: snapshot_data.Entries = []
+    step = gil_yield.ENTRIES_PER_YIELD
+    for start in range(0, len(part), step):
+        group = snapshot_writer.settle_lent(part[start : start + step])
+        settled += group
+        pacer.done(len(group))
+    return settled
 
 
 def _sizes_by_vertex(

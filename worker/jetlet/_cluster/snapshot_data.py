@@ -48,7 +48,7 @@ from __future__ import annotations
 import pickle
 import struct
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,10 @@ LIVE_GROUP = 256
 """Copied values pickled per call by :func:`encode` (a call holds the GIL: 1-2 ms for 256 Q4 states)."""
 
 
+def _no_pacing(entries: int) -> None:
+    """The default ``done`` of :func:`encode` and :func:`chunks_of`: go straight on."""
+
+
 class SnapshotDataError(errors.JetletError):
     """Snapshot data is missing, truncated, corrupted or does not fit the job.
 
@@ -79,11 +83,12 @@ class SnapshotDataError(errors.JetletError):
         self.reason = reason or message
 
 
-def encode(entries: Entries) -> bytes:
+def encode(entries: Entries, done: Callable[[int], None] = _no_pacing) -> bytes:
     """One chunk of entries whose values are frozen bytes or :class:`~jetlet.core.snapshot_writer.Copied`.
 
     The payload is ``(frozen entries, [pickled group of copied entries, ...])`` behind a header with
-    the entry count and checksum (see the module doc).
+    the entry count and checksum (see the module doc). ``done(n)`` is told of each group of ``n``
+    entries encoded (the store paces itself by it, :mod:`jetlet._execution.gil_yield`).
     """
     frozen: Entries = []
     live: Entries = []
@@ -96,7 +101,12 @@ def encode(entries: Entries) -> bytes:
             raise TypeError(
                 f"snapshot entry {key!r}: a value must be frozen or copied, not {type(value).__name__}"
             )
-    groups = [_dumps(live[i : i + LIVE_GROUP]) for i in range(0, len(live), LIVE_GROUP)]
+    done(len(frozen))
+    groups = []
+    for start in range(0, len(live), LIVE_GROUP):
+        group = live[start : start + LIVE_GROUP]
+        groups.append(_dumps(group))
+        done(len(group))
     payload = _dumps((frozen, groups))
     return _HEADER.pack(_MAGIC, _VERSION, len(entries), zlib.crc32(payload), len(payload)) + payload
 
@@ -146,12 +156,16 @@ def decode(chunk: bytes, where: str) -> Entries:
 
 
 def chunks_of(
-    entries_by_vertex: Mapping[str, Entries], partition_count: int, single_processor: Iterable[str]
+    entries_by_vertex: Mapping[str, Entries],
+    partition_count: int,
+    single_processor: Iterable[str],
+    done: Callable[[int], None] = _no_pacing,
 ) -> tuple[dict[int, list[tuple[str, bytes]]], list[tuple[str, bytes]], dict[str, int]]:
     """Split a member's part into ``(partition chunks, broadcast chunks, entry count per vertex)``.
 
     ``single_processor`` names the vertices that run as one processor in the
     whole cluster: all their state is broadcast (that processor gets all).
+    ``done(n)`` is told of the entries encoded as :func:`encode` tells it.
     """
     singles = set(single_processor)
     by_partition: dict[int, list[tuple[str, bytes]]] = {}
@@ -160,7 +174,7 @@ def chunks_of(
     for vertex, entries in entries_by_vertex.items():
         counts[vertex] = len(entries)
         if vertex in singles:
-            broadcast.append((vertex, encode(entries)))
+            broadcast.append((vertex, encode(entries, done)))
             continue
         split: dict[int | None, Entries] = {}
         for entry in entries:
@@ -169,9 +183,9 @@ def chunks_of(
             )
         for partition, part in split.items():
             if partition is None:
-                broadcast.append((vertex, encode(part)))
+                broadcast.append((vertex, encode(part, done)))
             else:
-                by_partition.setdefault(partition, []).append((vertex, encode(part)))
+                by_partition.setdefault(partition, []).append((vertex, encode(part, done)))
     return by_partition, broadcast, counts
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from jetlet import errors
-from jetlet._execution import gc_policy
+from jetlet._execution import gc_policy, gil_yield
 from jetlet._execution.progress import Tasklet
 
 _log = logging.getLogger(__name__)
@@ -199,9 +199,13 @@ class _CooperativeWorker:
     def _run(self) -> None:
         backoff = _Backoff(self.wake)
         service = self.service
+        busy = False  # as gil_yield last heard it
         while not service.shutting_down:
             tasklets = self.tasklets
             if not tasklets:
+                if busy:
+                    gil_yield.idle(self)
+                    busy = False
                 if self.wake.wait(_EMPTY_PARK_S):
                     self.wake.clear()
                 continue
@@ -221,9 +225,16 @@ class _CooperativeWorker:
                 elif outcome:
                     progress = True
             if progress:
+                if not busy:
+                    gil_yield.busy(self)
+                    busy = True
                 backoff.reset()
             else:
+                if busy:
+                    gil_yield.idle(self)
+                    busy = False
                 backoff.idle()
+        gil_yield.idle(self)
         for entry in self.tasklets:
             entry.tracker.cancel("stopped: the instance shut down")
             _dismiss(entry)

@@ -1,0 +1,80 @@
+"""Background work gives way to busy cooperative threads (jetlet._execution.gil_yield).
+
+A member's snapshot store yields between groups of work while a cooperative
+thread of its process is busy, up to a bound per yield. Checked here: the
+workers say when they are busy and when they stop (also when their job ends,
+or the store would wait on every group for ever after), a yield returns at
+once when no worker is busy, and after its bound when one never goes idle.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from jetlet._execution import gil_yield
+from jetlet._execution.execution_service import ExecutionTracker, TaskletExecutionService
+from jetlet._execution.progress import ProgressState, Tasklet
+from jetlet.testing import wait_until
+
+
+class _Busy(Tasklet):
+    """Makes progress on every call until ``release`` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.name = "busy"
+        self._release = release
+
+    def call(self) -> ProgressState:
+        time.sleep(0.0001)  # a little work, and the GIL handed over
+        return ProgressState.of(True, self._release.is_set())
+
+
+def test_a_worker_is_busy_while_its_tasklet_makes_progress_and_idle_once_the_job_ended() -> None:
+    service = TaskletExecutionService(cooperative_thread_count=2)
+    release = threading.Event()
+    try:
+        assert not gil_yield.processing_busy()
+        tracker = ExecutionTracker("busy")
+        service.submit([_Busy(release)], tracker)
+        wait_until(gil_yield.processing_busy, "a worker says it is busy")
+        release.set()
+        tracker.future.result(10)
+        wait_until(lambda: not gil_yield.processing_busy(), "the workers say they are idle again")
+    finally:
+        release.set()
+        service.shutdown()
+    assert not gil_yield.processing_busy()
+
+
+def test_a_pacer_yields_once_per_entries_per_yield(monkeypatch: pytest.MonkeyPatch) -> None:
+    yields: list[int] = []
+    monkeypatch.setattr(gil_yield, "yield_to_processing", lambda: yields.append(1))
+    pacer = gil_yield.Pacer()
+    for _ in range(10 * gil_yield.ENTRIES_PER_YIELD):
+        pacer.done(1)
+    assert len(yields) == 10
+    pacer.done(3 * gil_yield.ENTRIES_PER_YIELD)  # a big group: one yield after it
+    assert len(yields) == 11
+
+
+def test_a_yield_returns_at_once_when_no_worker_is_busy() -> None:
+    worker = object()
+    gil_yield.idle(worker)
+    started = time.monotonic()
+    gil_yield.yield_to_processing()
+    assert time.monotonic() - started < gil_yield.MAX_YIELD_S
+
+
+def test_a_yield_waits_while_a_worker_is_busy_and_gives_up_after_its_bound() -> None:
+    worker = object()
+    gil_yield.busy(worker)
+    try:
+        # given a worker that is never idle, then the yield still returns, after its bound
+        started = time.monotonic()
+        gil_yield.yield_to_processing()
+        assert time.monotonic() - started >= gil_yield.MAX_YIELD_S
+    finally:
+        gil_yield.idle(worker)

@@ -1,0 +1,79 @@
+"""Background work that gives way to the cooperative threads while they have work.
+
+Theory of operation
+-------------------
+A member stores each snapshot on a thread of its own (the store thread:
+settling lent states, pickling them a group at a time, writing the grid).
+That thread shares the process's GIL with the cooperative threads that run
+the job, and CPython hands the GIL from one thread to the other every
+switch interval (the member's is 1 ms). So while a snapshot is stored, a busy cooperative thread
+runs at about half its speed: for NEXMark Q4's 10,000 states the store takes
+150-250 ms of CPU, spread over 400-800 ms of wall time, and every result of
+that time comes out late (issue 20: Q4's p99 with snapshots every second).
+
+A snapshot's store has no deadline of that order; the job's results do. So
+the store yields: it tells a :class:`Pacer` how many entries it has done,
+and every :data:`ENTRIES_PER_YIELD` of them the pacer calls
+:func:`yield_to_processing`, which sleeps (releasing the GIL) while any
+cooperative thread of this process made progress on its last pass, up to
+:data:`MAX_YIELD_S` per call. So the store runs mostly while the job waits
+for input, and a member busy all the time still stores its snapshots, at
+most ``entries / ENTRIES_PER_YIELD * MAX_YIELD_S`` later (Q4's 10,000
+states: 0.6 s). The cooperative threads tell it with :func:`busy` and
+:func:`idle`, once per change, not per pass.
+
+The registry is the process's, as the GIL is: members that share a process
+(tests) share it.
+"""
+
+from __future__ import annotations
+
+import time
+
+MAX_YIELD_S = 0.002
+"""The longest one :func:`yield_to_processing` waits for busy cooperative threads."""
+ENTRIES_PER_YIELD = 32
+"""Snapshot entries a :class:`Pacer` lets the store do between yields (Q4's: about 0.2 ms of work)."""
+POLL_S = 0.0002
+"""How often it looks again while they are busy."""
+
+_busy: set[object] = set()
+
+
+def busy(worker: object) -> None:
+    """``worker`` (a cooperative thread's handle) made progress on its last pass."""
+    _busy.add(worker)
+
+
+def idle(worker: object) -> None:
+    """``worker`` made no progress on its last pass (or stopped)."""
+    _busy.discard(worker)
+
+
+def processing_busy() -> bool:
+    """Whether a cooperative thread of this process is busy."""
+    return bool(_busy)
+
+
+class Pacer:
+    """Counts the entries background work has done; yields every :data:`ENTRIES_PER_YIELD`."""
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since = 0
+
+    def done(self, entries: int) -> None:
+        self._since += entries
+        if self._since >= ENTRIES_PER_YIELD:
+            self._since = 0
+            yield_to_processing()
+
+
+def yield_to_processing() -> None:
+    """Sleep while a cooperative thread is busy, at most :data:`MAX_YIELD_S` (see the module doc)."""
+    if not _busy:
+        return
+    deadline = time.monotonic() + MAX_YIELD_S
+    while _busy and time.monotonic() < deadline:
+        time.sleep(POLL_S)
