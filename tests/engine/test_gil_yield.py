@@ -51,7 +51,12 @@ def test_a_worker_is_busy_while_its_tasklet_makes_progress_and_idle_once_the_job
 
 def test_a_pacer_yields_once_per_entries_per_yield(monkeypatch: pytest.MonkeyPatch) -> None:
     yields: list[int] = []
-    monkeypatch.setattr(gil_yield, "yield_to_processing", lambda: yields.append(1))
+
+    def counted(at_most_s: float) -> float:
+        yields.append(1)
+        return time.monotonic()
+
+    monkeypatch.setattr(gil_yield, "yield_to_processing", counted)
     pacer = gil_yield.Pacer()
     for _ in range(10 * gil_yield.ENTRIES_PER_YIELD):
         pacer.done(1)
@@ -76,5 +81,27 @@ def test_a_yield_waits_while_a_worker_is_busy_and_gives_up_after_its_bound() -> 
         started = time.monotonic()
         gil_yield.yield_to_processing()
         assert time.monotonic() - started >= gil_yield.MAX_YIELD_S
+    finally:
+        gil_yield.idle(worker)
+
+
+def test_a_pacer_waits_in_all_no_longer_than_its_budget_or_its_work_while_a_worker_is_always_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gil_yield, "WAIT_BUDGET_S", 0.02)  # a short budget, so that the work's share binds
+    worker = object()
+    gil_yield.busy(worker)
+    try:
+        pacer = gil_yield.Pacer()
+        started = time.monotonic()
+        for _ in range(200):
+            sum(range(2_000))  # a little work between groups
+            pacer.done(gil_yield.ENTRIES_PER_YIELD)
+        worked = time.monotonic() - started - pacer.waited_s
+        # then it gave way (it waited), but in all no longer than its budget or its work's share
+        # (the last sleep may overshoot)
+        assert pacer.waited_s > 0
+        assert pacer.waited_s <= max(0.02, gil_yield.MAX_WAIT_SHARE * worked) + 0.1
+        assert pacer.waited_s <= 200 * gil_yield.MAX_YIELD_S + 0.1
     finally:
         gil_yield.idle(worker)

@@ -6,8 +6,8 @@ A member stores each snapshot on a thread of its own (the store thread:
 settling lent states, pickling them a group at a time, writing the grid).
 That thread shares the process's GIL with the cooperative threads that run
 the job, and CPython hands the GIL from one thread to the other every
-switch interval (the member's is 1 ms). So while a snapshot is stored, a busy cooperative thread
-runs at about half its speed: for NEXMark Q4's 10,000 states the store takes
+switch interval (the member's is 1 ms). So while a snapshot is stored, a
+busy cooperative thread runs at about half its speed: for NEXMark Q4's 10,000 states the store takes
 150-250 ms of CPU, spread over 400-800 ms of wall time, and every result of
 that time comes out late (issue 20: Q4's p99 with snapshots every second).
 
@@ -17,10 +17,16 @@ and every :data:`ENTRIES_PER_YIELD` of them the pacer calls
 :func:`yield_to_processing`, which sleeps (releasing the GIL) while any
 cooperative thread of this process made progress on its last pass, up to
 :data:`MAX_YIELD_S` per call. So the store runs mostly while the job waits
-for input, and a member busy all the time still stores its snapshots, at
-most ``entries / ENTRIES_PER_YIELD * MAX_YIELD_S`` later (Q4's 10,000
-states: 0.6 s). The cooperative threads tell it with :func:`busy` and
-:func:`idle`, once per change, not per pass.
+for input. A pacer waits in all at most :data:`WAIT_BUDGET_S`, or as long
+as its work has taken if that is longer (:data:`MAX_WAIT_SHARE`): a member
+busy all the time still stores every snapshot, at most a second later or in
+twice the time, whatever the state's size (a store of millions of keys must
+finish well within the snapshot timeout). For Q4's 10,000 states the waits
+can add up to 0.6 s at most, so the budget does not bind there; a pacer that
+waited no longer than its work took was measured to keep less of the gain
+(bench/RESULTS.md). The
+cooperative threads tell it with :func:`busy` and :func:`idle`, once per
+change, not per pass.
 
 The registry is the process's, as the GIL is: members that share a process
 (tests) share it.
@@ -34,6 +40,10 @@ MAX_YIELD_S = 0.002
 """The longest one :func:`yield_to_processing` waits for busy cooperative threads."""
 ENTRIES_PER_YIELD = 32
 """Snapshot entries a :class:`Pacer` lets the store do between yields (Q4's: about 0.2 ms of work)."""
+WAIT_BUDGET_S = 1.0
+"""A pacer may always wait this long in all."""
+MAX_WAIT_SHARE = 1.0
+"""Beyond :data:`WAIT_BUDGET_S`, a pacer waits in all at most this times the time its work took."""
 POLL_S = 0.0002
 """How often it looks again while they are busy."""
 
@@ -56,24 +66,40 @@ def processing_busy() -> bool:
 
 
 class Pacer:
-    """Counts the entries background work has done; yields every :data:`ENTRIES_PER_YIELD`."""
+    """Counts the entries background work has done and yields every :data:`ENTRIES_PER_YIELD`, waiting in
+    all at most :data:`WAIT_BUDGET_S` or :data:`MAX_WAIT_SHARE` times the time the work took."""
 
-    __slots__ = ("_since",)
+    __slots__ = ("_since", "_started", "_waited")
 
     def __init__(self) -> None:
         self._since = 0
+        self._started = time.monotonic()
+        self._waited = 0.0
+
+    @property
+    def waited_s(self) -> float:
+        """How long this pacer has waited so far."""
+        return self._waited
 
     def done(self, entries: int) -> None:
         self._since += entries
-        if self._since >= ENTRIES_PER_YIELD:
-            self._since = 0
-            yield_to_processing()
+        if self._since < ENTRIES_PER_YIELD:
+            return
+        self._since = 0
+        now = time.monotonic()
+        worked = now - self._started - self._waited
+        allowed = min(MAX_YIELD_S, max(WAIT_BUDGET_S, MAX_WAIT_SHARE * worked) - self._waited)
+        if allowed > 0:
+            self._waited += yield_to_processing(allowed) - now
 
 
-def yield_to_processing() -> None:
-    """Sleep while a cooperative thread is busy, at most :data:`MAX_YIELD_S` (see the module doc)."""
+def yield_to_processing(at_most_s: float = MAX_YIELD_S) -> float:
+    """Sleep while a cooperative thread is busy, at most ``at_most_s``; the monotonic time after."""
+    now = time.monotonic()
     if not _busy:
-        return
-    deadline = time.monotonic() + MAX_YIELD_S
-    while _busy and time.monotonic() < deadline:
+        return now
+    deadline = now + at_most_s
+    while _busy and now < deadline:
         time.sleep(POLL_S)
+        now = time.monotonic()
+    return now
