@@ -165,7 +165,8 @@ def test_encoding_tells_of_every_entry_it_encoded_and_writes_the_same_chunks() -
         return snapshot_data.chunks_of(parts, PARTITIONS, ["single"], done)
 
     paced = chunks(told.append)
-    # then every entry was told of once, a pickle group at most at a time (the store paces itself by it)
+    # then every entry was told of once, the copies a pickle group at most at a time (the store paces
+    # itself by it; this data's frozen entries, told of at once, are fewer than a group)
     assert sum(told) == 2600 and max(told) <= snapshot_data.LIVE_GROUP
     # and the chunks are those encoded without pacing
     assert paced == chunks(lambda n: None)

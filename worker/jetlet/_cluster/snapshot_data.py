@@ -87,8 +87,9 @@ def encode(entries: Entries, done: Callable[[int], None] = _no_pacing) -> bytes:
     """One chunk of entries whose values are frozen bytes or :class:`~jetlet.core.snapshot_writer.Copied`.
 
     The payload is ``(frozen entries, [pickled group of copied entries, ...])`` behind a header with
-    the entry count and checksum (see the module doc). ``done(n)`` is told of each group of ``n``
-    entries encoded (the store paces itself by it, :mod:`jetlet._execution.gil_yield`).
+    the entry count and checksum (see the module doc). ``done(n)`` is told of the ``n`` frozen
+    entries, then of each group of ``n`` copied entries pickled (the store paces itself by it,
+    :mod:`jetlet._execution.gil_yield`).
     """
     frozen: Entries = []
     live: Entries = []

@@ -197,6 +197,12 @@ class _CooperativeWorker:
                 self.steal_request = None
 
     def _run(self) -> None:
+        try:
+            self._run_passes()
+        finally:
+            gil_yield.idle(self)  # never left busy, whatever ended the loop
+
+    def _run_passes(self) -> None:
         backoff = _Backoff(self.wake)
         service = self.service
         busy = False  # as gil_yield last heard it
@@ -234,7 +240,6 @@ class _CooperativeWorker:
                     gil_yield.idle(self)
                     busy = False
                 backoff.idle()
-        gil_yield.idle(self)
         for entry in self.tasklets:
             entry.tracker.cancel("stopped: the instance shut down")
             _dismiss(entry)

@@ -12,19 +12,26 @@ busy cooperative thread runs at about half its speed: for NEXMark Q4's 10,000 st
 that time comes out late (issue 20: Q4's p99 with snapshots every second).
 
 A snapshot's store has no deadline of that order; the job's results do. So
-the store yields: it tells a :class:`Pacer` how many entries it has done,
-and every :data:`ENTRIES_PER_YIELD` of them the pacer calls
-:func:`yield_to_processing`, which sleeps (releasing the GIL) while any
+the store yields: it tells a :class:`Pacer` how many entries it has done
+(settled, then encoded: each entry is told of twice), and once
+:data:`ENTRIES_PER_YIELD` or more were done since its last yield the pacer
+calls :func:`yield_to_processing` (at most once per call), which sleeps (releasing the GIL) while any
 cooperative thread of this process made progress on its last pass, up to
 :data:`MAX_YIELD_S` per call. So the store runs mostly while the job waits
 for input. A pacer waits in all at most :data:`WAIT_BUDGET_S`, or as long
 as its work has taken if that is longer (:data:`MAX_WAIT_SHARE`): a member
 busy all the time still stores every snapshot, at most a second later or in
 twice the time, whatever the state's size (a store of millions of keys must
-finish well within the snapshot timeout). For Q4's 10,000 states the waits
-can add up to 0.6 s at most, so the budget does not bind there; a pacer that
-waited no longer than its work took was measured to keep less of the gain
-(bench/RESULTS.md). The
+finish well within the snapshot timeout). For Q4's 10,000 states there are
+about 580 yields (312 while settling, one per partition chunk while
+encoding), up to 1.2 s of waits, so the budget binds only when the job is
+busy through a whole store. A pacer that waited no longer than its work
+took was measured to keep less of the gain (bench/RESULTS.md).
+
+The cost: an always-busy member's snapshots, and the commits of
+transactional sinks that wait for them, come up to about a second later.
+A worker blocked in a long call still counts as busy; blocking tasklets
+(threads of their own) never do. The
 cooperative threads tell it with :func:`busy` and :func:`idle`, once per
 change, not per pass.
 
@@ -39,7 +46,7 @@ import time
 MAX_YIELD_S = 0.002
 """The longest one :func:`yield_to_processing` waits for busy cooperative threads."""
 ENTRIES_PER_YIELD = 32
-"""Snapshot entries a :class:`Pacer` lets the store do between yields (Q4's: about 0.2 ms of work)."""
+"""Snapshot entries a :class:`Pacer` lets the store do before it yields (Q4's settling: about 0.2 ms)."""
 WAIT_BUDGET_S = 1.0
 """A pacer may always wait this long in all."""
 MAX_WAIT_SHARE = 1.0
@@ -66,8 +73,9 @@ def processing_busy() -> bool:
 
 
 class Pacer:
-    """Counts the entries background work has done and yields every :data:`ENTRIES_PER_YIELD`, waiting in
-    all at most :data:`WAIT_BUDGET_S` or :data:`MAX_WAIT_SHARE` times the time the work took."""
+    """Counts the entries background work has done and yields once :data:`ENTRIES_PER_YIELD` or more were
+    done since its last yield (at most once per :meth:`done`), waiting in all at most
+    :data:`WAIT_BUDGET_S` or :data:`MAX_WAIT_SHARE` times the time the work took."""
 
     __slots__ = ("_since", "_started", "_waited")
 
