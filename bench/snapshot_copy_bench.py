@@ -16,6 +16,9 @@ every mode is measured in the same run, against the same states:
   - ``lent, copy_fn``: lent, each copied by ``copy_fn`` before its first change (the store thread
     pickles the copies).
 
+  Each lent mode also shows what the barrier alone costs per key (the processor lends its states as
+  one snapshot entry; the store thread makes an entry per key).
+
 * **aggregation accumulators** (a keyed ``aggregate`` of ``to_list`` with 5 items per key, and of
   ``averaging``): the barrier's cost per key with the operation's ``copy_fn`` (the copies are
   pickled by the store thread) and without it (each accumulator pickled at the barrier).
@@ -117,6 +120,7 @@ def _keyed_round(keys: int) -> dict[str, float]:
         processor = _primed(keys, copy_fn)
         barrier, saved = _barrier(processor)
         out[mode] = (barrier + _process(processor, bids) - quiet) / keys
+        out[f"{mode}: the barrier alone"] = barrier / keys
         assert _stored(saved) == expected, f"{mode}: the snapshot is not the state at the barrier"
     return out
 

@@ -50,8 +50,7 @@ def pickle_each(states: dict[Any, Any], partitions: int) -> Chunks:
 def copy_pickle_groups(states: dict[Any, Any], copy: Callable[[Any], Any], partitions: int) -> Chunks:
     """Format 2: what a member's store thread does with lent states (settle, then chunks)."""
     loan = snapshot_writer.Loan(states, copy)
-    lent = snapshot_writer.Lent(loan)
-    settled = snapshot_writer.settle_lent([(key, lent) for key in states])
+    settled = snapshot_writer.settle_lent([(None, snapshot_writer.Lent(loan))])
     by_partition, broadcast, _ = snapshot_data.chunks_of({"winning-bids": settled}, partitions, ())
     return [chunk for chunks in by_partition.values() for _, chunk in chunks] + [c for _, c in broadcast]
 

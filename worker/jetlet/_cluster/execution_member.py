@@ -442,9 +442,7 @@ class ExecutionMember:
 def _settled_paced(part: snapshot_data.Entries, pacer: gil_yield.Pacer) -> snapshot_data.Entries:
     """``settle_lent(part)``, telling ``pacer`` of every :data:`~gil_yield.ENTRIES_PER_YIELD` settled."""
     settled: snapshot_data.Entries = []
-    step = gil_yield.ENTRIES_PER_YIELD
-    for start in range(0, len(part), step):
-        group = snapshot_writer.settle_lent(part[start : start + step])
+    for group in snapshot_writer.settled_groups(part, gil_yield.ENTRIES_PER_YIELD):
         settled += group
         pacer.done(len(group))
     return settled

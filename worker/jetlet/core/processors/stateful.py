@@ -175,10 +175,9 @@ class StatefulP(processor.Processor):
     def save_to_snapshot(self) -> bool:
         return self._snapshot.write(self.outbox, self._lend)
 
-    def _lend(self) -> list[tuple[Any, snapshot_writer.Lent]]:
+    def _lend(self) -> list[tuple[None, snapshot_writer.Lent]]:
         self._loan = snapshot_writer.Loan(self._states, None if self._copy_fn is None else self._copy_slot)
-        lent = snapshot_writer.Lent(self._loan)
-        return [(key, lent) for key in self._states]
+        return [(None, snapshot_writer.Lent(self._loan))] if self._states else []
 
     def _copy_slot(self, slot: list[Any]) -> list[Any]:
         copy_fn = self._copy_fn
