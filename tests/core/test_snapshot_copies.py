@@ -257,3 +257,27 @@ def test_given_a_rolling_aggregation_then_its_state_copy_is_a_new_slot_with_the_
     lists[0].append(3)
     assert copied == [[1, 2]]
     assert no_copy is None
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1024])
+def test_settled_groups_give_every_lent_key_once_in_order_between_the_other_entries(size: int) -> None:
+    # given a lent state of five keys (two lent without a copy, three with) between two plain entries
+    copied_loan = snapshot_writer.Loan({"c": [3], "d": [4], "e": [5]}, copy=list.copy)
+    frozen_loan = snapshot_writer.Loan({"a": [1], "b": [2]})
+    entries = [
+        ("first", b"x"),
+        (None, snapshot_writer.Lent(frozen_loan)),
+        ("middle", snapshot_writer.Copied(9)),
+        (None, snapshot_writer.Lent(copied_loan)),
+        ("last", b"y"),
+    ]
+    # when settled in groups of ``size``
+    groups = list(snapshot_writer.settled_groups(entries, size))
+    # then no group is larger, and together they are every entry, a lent one per key, in order
+    assert all(0 < len(group) <= size for group in groups)
+    settled = [entry for group in groups for entry in group]
+    assert [key for key, _ in settled] == ["first", "a", "b", "middle", "c", "d", "e", "last"]
+    values = {key: value for key, value in settled}
+    assert [snapshot_writer.read_back(values[k]) for k in "abcde"] == [[1], [2], [3], [4], [5]]
+    assert values["first"] == b"x" and values["last"] == b"y"
+    assert not frozen_loan.unclaimed and not copied_loan.unclaimed  # every lent state claimed

@@ -66,9 +66,9 @@ a state is pickled on the processing thread, which is always correct.
 ``(None, Lent(loan))``, which stands for the states of every key it lent;
 :func:`settle_lent` turns it into an entry per key on the store thread. An
 entry per key, offered one at a time into the outbox and copied into the
-tasklet's list, cost the processing thread about 1 µs per key at every
-barrier (10 ms for NEXMark Q4's 10,000 states) and three tuples per key for
-the young generation of the garbage collector.
+tasklet's list, cost the processing thread 0.5-0.7 µs per key at every
+barrier (5-7 ms for NEXMark Q4's 10,000 states, bench/snapshot_copy_bench.py)
+and three tuples per key for the young generation of the garbage collector.
 
 >>> loan = Loan({"a": [1]}, copy=list.copy)
 >>> entries = [(None, Lent(loan)), ("total", Copied(7))]
@@ -233,13 +233,11 @@ def settled_groups(entries: Iterable[Entry], size: int) -> Iterator[list[Entry]]
                 yield group
                 group = []
             continue
-        loan = value.loan
-        saved = loan.saved
-        keys = loan.keys
+        if group:
+            yield group
+            group = []
+        saved, keys = value.loan.saved, value.loan.keys
         for start in range(0, len(keys), size):
-            if group:
-                yield group
-                group = []
             yield [(k, saved(k)) for k in keys[start : start + size]]
     if group:
         yield group
