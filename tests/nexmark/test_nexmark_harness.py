@@ -6,6 +6,7 @@ import argparse
 import collections
 import math
 import random
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -170,19 +171,31 @@ def test_the_fast_source_resumes_its_slice_from_a_snapshot() -> None:
 # -- runs -------------------------------------------------------------------------------------
 
 
-def test_the_unpaced_fast_source_is_cooperative_and_fills_whole_chunks() -> None:
-    # given the fast source unpaced and paced
+def test_the_fast_source_is_cooperative_paced_or_not_and_the_unpaced_one_fills_whole_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given the fast source unpaced, and paced to start 10 s from now (nothing is due yet)
     cfg = fast_generator.FastConfig(rate=1_000)
+    later = fast_generator.FastConfig(rate=1_000, base_time=int((time.time() + 10) * 1000))
     outbox = TestOutbox(1, 4096)
+    paced_outbox = TestOutbox(1, 4096)
     unpaced = new_source_processor(fast_nexmark_source(cfg, local_parallelism=2).supplier, outbox)
-    paced = new_source_processor(fast_nexmark_source(cfg, paced=True).supplier, TestOutbox(1, 4096))
-    # when the unpaced one fills once
+    paced = new_source_processor(fast_nexmark_source(later, paced=True).supplier, paced_outbox)
+    # when each fills once, where nothing may sleep
+    monkeypatch.setattr(time, "sleep", _no_sleep)
     unpaced.complete()
-    # then it runs on the cooperative thread and filled a whole chunk; the paced one has its own thread
-    assert unpaced.is_cooperative() and not paced.is_cooperative()
+    paced.complete()
+    # then both run on the cooperative thread: the unpaced one filled a whole chunk, and the paced
+    # one returned at once with nothing
+    assert unpaced.is_cooperative() and paced.is_cooperative()
     assert len(outbox.buckets[0]) == 1024
+    assert paced_outbox.buckets[0] == []
     unpaced.close()
     paced.close()
+
+
+def _no_sleep(seconds: float) -> None:
+    raise AssertionError(f"a cooperative source slept {seconds} s")
 
 
 def test_a_bounded_job_counts_every_event_and_every_result(jet: jetlet.EmbeddedInstance) -> None:

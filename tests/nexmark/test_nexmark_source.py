@@ -13,7 +13,7 @@ import jetlet
 from jetlet import config
 from jetlet import job as job_mod
 from jetlet.core import processor as proc
-from jetlet.core.processors.sources import SlicePosition
+from jetlet.core.processors.sources import SlicePosition, StridedCursor
 from jetlet.core.snapshot_keys import ProcessorKey
 from jetlet.errors import JobCancelledError
 from jetlet.nexmark import (
@@ -26,6 +26,7 @@ from jetlet.nexmark import (
     q1_currency_conversion,
     q2_selection,
     q5_hot_items,
+    source,
 )
 from jetlet.pipeline import Pipeline, Sinks
 from jetlet.testing import TestOutbox, make_context, verify_processor, wait_until
@@ -93,6 +94,23 @@ def test_a_paced_source_emits_no_faster_than_its_rate(jet: jetlet.EmbeddedInstan
     # then it took at least the paced time, and emitted the events in number order
     assert elapsed >= 0.19
     assert jet.get_list("out") == list(events(0, 300))
+
+
+def test_a_paced_slice_lets_out_the_events_due_by_the_last_whole_tick() -> None:
+    # given a slice of 1 of 1 paced at 100,000 events per second, on a clock we move
+    now = [0.0]
+    paced = source._Slice(lambda numbers: [], StridedCursor(0, 1), None, 100_000.0, 0.0, clock=lambda: now[0])
+    # then at the start only number 0 is due; within the first tick no more; after one tick 100 more
+    assert paced.due_stop() == 1
+    now[0] = source.PACE_TICK_S * 0.99
+    assert paced.due_stop() == 1
+    now[0] = source.PACE_TICK_S * 1.01
+    assert paced.due_stop() == 101
+    now[0] = source.PACE_TICK_S * 250.5
+    assert paced.due_stop() == 25_001
+    # and a count bounds it whatever the time
+    bounded = source._Slice(lambda numbers: [], StridedCursor(0, 1), 7, 100_000.0, 0.0, clock=lambda: now[0])
+    assert bounded.due_stop() == 7
 
 
 def new_processor(supplier: proc.ProcessorMetaSupplier, outbox: TestOutbox) -> proc.Processor:

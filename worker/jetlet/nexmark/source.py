@@ -13,15 +13,16 @@ had emitted, also when the job restarts with another number of processors (the g
 pure function of the number, so a processor regenerates any number of its new slice).
 
 With ``count`` the stream has events ``0 .. count - 1`` and then stays silent (it is still a
-stream: the job runs until cancelled; an exhausted paced processor waits :data:`MAX_WAIT_S` per
-fill instead of spinning). With ``rate`` (events per second, all processors together)
+stream: the job runs until cancelled). With ``rate`` (events per second, all processors together)
 the processor emits number ``n`` no earlier than ``(n - paced_from) / rate`` seconds after it
-started, waiting a few milliseconds at a time when nothing is due (the processor is
-non-cooperative); a restore restarts the pace at the lowest number not yet emitted, so the events
-missed while the job was down do not come in a burst. Without ``rate`` a fill never waits, so the
-processor is cooperative: it runs on the cooperative thread beside the query's processors (no
-hand-off of the GIL to a source thread per batch), and an exhausted one returns at once (the
-worker backs off when nothing progresses).
+started; a restore restarts the pace at the lowest number not yet emitted, so the events missed
+while the job was down do not come in a burst. A fill never waits, paced or not, so the processor
+is cooperative: it runs on the cooperative thread beside the query's processors, and each call
+emits what is due by then (up to a chunk) or returns at once when nothing is; a worker whose
+processors all made no progress backs off (at most 1 ms, see
+:mod:`jetlet._execution.execution_service`). A paced source on a thread of its own, waking every
+millisecond, cost 2.3 us per event against the cooperative one's 1.0 (bench/RESULTS.md, "The
+paced source runs cooperatively").
 
 The machinery is :func:`strided_event_source`, shared with
 :func:`~jetlet.nexmark.fast_source.fast_nexmark_source`: it takes the batch function that turns a
@@ -51,8 +52,10 @@ from jetlet.pipeline.source_builder import BUFFER_CAPACITY, TimestampedSourceBuf
 BATCH_SIZE = BUFFER_CAPACITY
 """Most events one fill adds: a whole chunk (one outbox bucket), so every stage downstream works on
 full batches."""
-MAX_WAIT_S = 0.005
-"""Longest a paced fill waits for the next event to become due."""
+
+PACE_TICK_S = 0.001
+"""A paced source emits the events due by the last whole tick: one batch per tick, not a few events
+per pass of the cooperative thread (each batch costs the stages downstream a call each)."""
 
 EventsFn = Callable[[Sequence[int]], Sequence[Event]]
 """Turns a batch of event numbers into their events, in order (a pure function of the numbers)."""
@@ -73,28 +76,17 @@ class _Slice:
     """The clock of ``started_at``: monotonic, or ``time.time`` for a wall-clock pace."""
 
     def due_stop(self) -> int:
-        """One past the last number that may be emitted now (by count and by pace)."""
+        """One past the last number that may be emitted now (by count, and by pace in whole ticks)."""
         stop = sys.maxsize if self.count is None else self.count
         if self.rate is not None:
-            elapsed = self.clock() - self.started_at
-            stop = min(stop, self.paced_from + int(elapsed * self.rate) + 1)
+            ticks = (self.clock() - self.started_at) // PACE_TICK_S
+            stop = min(stop, self.paced_from + int(ticks * PACE_TICK_S * self.rate) + 1)
         return stop
-
-    def wait_for_next(self) -> None:
-        """Paced: pause until the next number is due, or :data:`MAX_WAIT_S` when the slice is exhausted."""
-        next_number = self.cursor.next
-        if self.count is not None and next_number >= self.count:
-            time.sleep(MAX_WAIT_S)
-        elif self.rate is not None:
-            due_at = self.started_at + (next_number - self.paced_from) / self.rate
-            time.sleep(min(max(due_at - self.clock(), 0.0), MAX_WAIT_S))
 
 
 def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
     numbers = state.cursor.take(BATCH_SIZE, state.due_stop())
     if not numbers:
-        if state.rate is not None:  # paced, on a thread of its own (unpaced ones are cooperative)
-            state.wait_for_next()
         return
     events = state.events_fn(numbers)
     buffer.add_all(events, list(map(_date_time, events)))
@@ -161,11 +153,12 @@ def strided_event_source(
             return _Slice(events_fn, cursor, count, rate, time.monotonic())
         return _Slice(events_fn, cursor, count, rate, paced_since, clock=time.time)
 
-    builder = (
+    return (
         SourceBuilder.timestamped_stream(name, create)
         .fill_buffer_fn(_fill)
         .create_snapshot_fn(_snapshot)
         .restore_snapshot_fn(_restore)
         .distributed(local_parallelism)
+        .cooperative()
+        .build()
     )
-    return (builder if rate is not None else builder.cooperative()).build()
