@@ -281,3 +281,24 @@ def test_settled_groups_give_every_lent_key_once_in_order_between_the_other_entr
     assert [snapshot_writer.read_back(values[k]) for k in "abcde"] == [[1], [2], [3], [4], [5]]
     assert values["first"] == b"x" and values["last"] == b"y"
     assert not frozen_loan.unclaimed and not copied_loan.unclaimed  # every lent state claimed
+
+
+def test_a_loan_gives_the_store_thread_what_the_processor_copied_even_none_and_its_copy_error() -> None:
+    # given a loan of three states whose copy is None for "none" and fails for "bad"
+    def copy(state: Any) -> Any:
+        if state == "bad":
+            raise ValueError("cannot copy this")
+        return None if state == "none" else list(state)
+
+    loan = snapshot_writer.Loan({"none": "none", "bad": "bad", "list": [1]}, copy=copy)
+    # when the processor claims each one before changing it
+    loan.before_change("none")
+    loan.before_change("list")
+    with pytest.raises(ValueError, match="cannot copy this"):
+        loan.before_change("bad")
+    # then the store thread gets the copies as Copied values, None included, and the copy's error
+    none, listed = loan.saved("none"), loan.saved("list")
+    assert type(none) is snapshot_writer.Copied and none.value is None
+    assert type(listed) is snapshot_writer.Copied and listed.value == [1]
+    with pytest.raises(ValueError, match="cannot copy this"):
+        loan.saved("bad")

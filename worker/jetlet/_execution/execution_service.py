@@ -14,8 +14,8 @@ two threads at once, and never moved in the middle of a call.
 
 A non-cooperative tasklet gets a thread of its own with the same loop.
 
-While jobs run, the young generation of the garbage collector is collected
-less often (:mod:`jetlet._execution.gc_policy`). A cooperative worker tells
+While jobs run, the cyclic garbage collector runs only when the heap has
+grown (:mod:`jetlet._execution.gc_policy`). A cooperative worker tells
 :mod:`jetlet._execution.gil_yield` when it becomes busy and idle (once per
 change), so that a member's snapshot store gives way to it.
 

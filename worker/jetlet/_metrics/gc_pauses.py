@@ -8,8 +8,8 @@ and when it stops; the time between the two is a pause of every thread
 histogram per generation. The callbacks are the process's, so the first
 :meth:`GcPauses.install` adds one and the last :meth:`GcPauses.uninstall`
 removes it (members in one process, as in tests, share it). Cost: two
-calls of a small function per collection; the engine already makes young
-collections rare while jobs run (``jetlet._execution.gc_policy``).
+calls of a small function per collection; while jobs run, the engine
+collects only when the heap has grown (``jetlet._execution.gc_policy``).
 """
 
 from __future__ import annotations

@@ -45,9 +45,10 @@ a ``copy_fn`` the user gave ``map_stateful``, or an aggregate operation's
 own copy) — it pays only for that copy on the processing thread:
 
 * :class:`Loan` takes a ``copy``: ``before_change`` then keeps a private copy
-  of the state (a :class:`Copied`) instead of its pickle, and so does the store
-  thread for the states nobody claimed (a copy, then the claim: the same
-  order as a freeze). This is Flink's copy-on-write heap state (its
+  of the state instead of its pickle (the store thread wraps it in a
+  :class:`Copied` when it takes it), and so does the store thread for the
+  states nobody claimed (a copy, then the claim: the same order as a freeze).
+  This is Flink's copy-on-write heap state (its
   ``CopyOnWriteStateMap`` copies an entry the first time it is written during
   an asynchronous snapshot; the snapshot thread serializes the old version).
   The copies are pickled a group at a time with the chunk they go in
@@ -128,7 +129,10 @@ class Loan:
         """The lent states no thread has frozen yet, by key; empty once the snapshot is stored."""
         self.keys: list[Any] = list(self.unclaimed)
         """Every key lent (the snapshot holds one entry for each)."""
-        self._frozen: dict[Any, bytes | Copied | BaseException] = {}
+        self._frozen: dict[Any, Any] = {}
+        """What the processor took of the states it claimed: bytes, or with a ``copy`` the bare copy
+        (wrapped in a :class:`Copied` on the store thread: one object less per key for the young
+        generation while the snapshot is stored), or a :class:`_Failed`."""
         self._copy = copy
 
     def before_change(self, key: Any) -> None:
@@ -138,9 +142,9 @@ class Loan:
             return
         copy = self._copy
         try:
-            self._frozen[key] = freeze(value) if copy is None else Copied(copy(value))
+            self._frozen[key] = freeze(value) if copy is None else copy(value)
         except BaseException as exc:
-            self._frozen[key] = exc
+            self._frozen[key] = _Failed(exc)
             raise
 
     def saved(self, key: Any) -> bytes | Copied:
@@ -158,13 +162,22 @@ class Loan:
             if self.unclaimed.pop(key, _CLAIMED) is not _CLAIMED:
                 return saved
         deadline = time.monotonic() + CLAIM_TIMEOUT_S
-        while (done := self._frozen.pop(key, None)) is None:
+        while (done := self._frozen.pop(key, _CLAIMED)) is _CLAIMED:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the state of key {key!r} was claimed but never frozen")
             time.sleep(0.0001)  # the processor is freezing it on its own thread
-        if isinstance(done, BaseException):
-            raise done
-        return done
+        if type(done) is _Failed:
+            raise done.error
+        return done if self._copy is None else Copied(done)
+
+
+class _Failed:
+    """A freeze or copy that failed on the processing thread (which raised it there too)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 class Copied:
