@@ -16,13 +16,15 @@ With ``count`` the stream has events ``0 .. count - 1`` and then stays silent (i
 stream: the job runs until cancelled). With ``rate`` (events per second, all processors together)
 the processor emits number ``n`` no earlier than ``(n - paced_from) / rate`` seconds after it
 started; a restore restarts the pace at the lowest number not yet emitted, so the events missed
-while the job was down do not come in a burst. A fill never waits, paced or not, so the processor
-is cooperative: it runs on the cooperative thread beside the query's processors, and each call
-emits what is due by then (up to a chunk) or returns at once when nothing is; a worker whose
-processors all made no progress backs off (at most 1 ms, see
-:mod:`jetlet._execution.execution_service`). A paced source on a thread of its own, waking every
-millisecond, cost 2.3 us per event against the cooperative one's 1.0 (bench/RESULTS.md, "The
-paced source runs cooperatively").
+while the job was down do not come in a burst.
+
+A fill never waits, paced or not, so the processor is cooperative: it runs on the cooperative
+thread beside the query's processors. Each call emits the events due by the last whole
+:data:`PACE_TICK_S` (up to a chunk), or returns at once when none are; a worker whose processors
+all made no progress backs off (at most 1 ms, see :mod:`jetlet._execution.execution_service`). A
+paced source on a thread of its own (as it was before) held the GIL a few events at a time, at
+about twice the generator's cost per event, and its hand-offs took spare capacity from the query
+(bench/RESULTS.md, "The paced source runs cooperatively").
 
 The machinery is :func:`strided_event_source`, shared with
 :func:`~jetlet.nexmark.fast_source.fast_nexmark_source`: it takes the batch function that turns a
