@@ -64,7 +64,7 @@ def test_ctrl_c_while_waiting_for_a_job_says_it_still_runs_and_how_to_cancel_it(
     command = [sys.executable, "-m", "jetlet", "-a", cluster.addresses[0], f"--token={cluster.token}"]
     command += ["submit", "-n", "endless", "--wait", str(job_file)]
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, preexec_fn=_sigint_as_default)
     try:
         wait_until(
             lambda: "submitted job" in out.read_text() or process.poll() is not None, "the job submitted", 60
@@ -98,3 +98,9 @@ def test_ctrl_c_anywhere_else_is_one_line_and_130(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(commands, "connect", interrupted)
     assert cli.main(["list-snapshots", "-a", "127.0.0.1:1", "--token", "t"]) == 130
     assert capsys.readouterr().err == "jetlet: interrupted\n"
+
+
+def _sigint_as_default() -> None:
+    """In the CLI's process before it starts: Ctrl-C as a terminal gives it. A pytest started in the
+    background by a shell (``make test &``) ignores SIGINT, and its children would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

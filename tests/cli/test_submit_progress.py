@@ -104,6 +104,7 @@ class _Terminal:
             stderr=terminal,
             env=_environment(),
             start_new_session=True,
+            preexec_fn=_sigint_as_default,
         )
         os.close(terminal)
         self.output = ""
@@ -182,3 +183,9 @@ def test_ctrl_c_then_enter_detaches_and_the_job_runs_on(cluster: Any, job_file: 
         assert job.record().status.value == "RUNNING"
     finally:
         job.cancel()
+
+
+def _sigint_as_default() -> None:
+    """In the CLI's process before it starts: Ctrl-C as a terminal gives it. A pytest started in the
+    background by a shell (``make test &``) ignores SIGINT, and its children would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

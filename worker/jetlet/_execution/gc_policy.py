@@ -12,7 +12,7 @@ copies stay until the snapshot is stored, batches wait in queues, keyed
 states grow. Measured on NEXMark Q4 and Q6 with snapshots every second
 (bench/RESULTS.md, "The collector by heap growth"), a young collection of
 50,000-80,000 such objects held every thread of the member for 20-100 ms,
-ten to thirteen times in 15 s, and found nothing to free (the engine's
+ten to thirteen times in a run of about 20 s, and found nothing to free (the engine's
 objects form no cycles): those pauses set the p99.
 
 So while at least one job runs in this process the automatic collector is
@@ -47,7 +47,7 @@ _running = 0
 _was_enabled = False
 _stop: threading.Event | None = None
 collections = 0
-"""Collections the watcher ran (for tests and metrics)."""
+"""Collections the watcher ran in this process (tests read it)."""
 
 
 def job_started() -> None:
