@@ -7,7 +7,11 @@ longer without failing. So this test runs a small copy of the layout: the
 suite's own conftest.py, eight tests in each heavy folder and eight beside
 them, under ``-n 2 --dist loadgroup`` as ``make test`` runs. Each test
 writes down its worker; every heavy folder must have run on one worker, and
-the other tests on both (the check that the nested run really had two).
+the run as a whole on both (the check that the nested run really had two).
+
+Which worker the light tests land on is a race: a worker that finishes its
+heavy folder early may take all of them. The whole run covering both workers
+is not a race: xdist hands each worker its first units before any runs.
 """
 
 from __future__ import annotations
@@ -58,4 +62,4 @@ def test_each_heavy_folder_runs_whole_on_one_worker(tmp_path: pathlib.Path) -> N
         workers[pathlib.Path(path).parent.name].add(worker)
     assert len(workers["kube"]) == 1, workers
     assert len(workers["spark"]) == 1, workers
-    assert workers["engine"] == {"gw0", "gw1"}, workers
+    assert set().union(*workers.values()) == {"gw0", "gw1"}, workers
