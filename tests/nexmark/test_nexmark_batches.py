@@ -89,8 +89,13 @@ def _no_sleep(seconds: float) -> None:
     raise AssertionError(f"a cooperative source slept {seconds} s")
 
 
+SMALL_BATCH = 1_024
+"""Event numbers per batch of the sources built by ``new_source``: a few batches in a short stream."""
+
+
 def new_source(count: int, index: int, parallelism: int, outbox: TestOutbox) -> proc.Processor:
-    supplier = batch_nexmark_source(CONFIG, count, local_parallelism=parallelism).supplier
+    source = batch_nexmark_source(CONFIG, count, local_parallelism=parallelism, batch_events=SMALL_BATCH)
+    supplier = source.supplier
     meta = proc.as_meta_supplier(supplier, "test")
     processor = meta.get(0).get(parallelism)[index]
     processor.init(outbox, make_context(global_processor_index=index, local_parallelism=parallelism))
@@ -117,7 +122,7 @@ def test_the_batch_source_snapshots_at_batch_boundaries_and_resumes_after_its_la
     first.close()
     ((key, position),) = snapshot
     assert (
-        key == ProcessorKey(key.tag, 1) and (position.next - 1) % (2 * BATCH_EVENTS) == 0
+        key == ProcessorKey(key.tag, 1) and (position.next - 1) % (2 * SMALL_BATCH) == 0
     )  # a batch boundary
     second = new_source(20_000, 1, 2, outbox)
     other = (ProcessorKey(key.tag, 0), SlicePosition(0, 2, 0))
@@ -156,6 +161,25 @@ def test_the_batch_source_is_cooperative_and_an_exhausted_one_returns_at_once(
         fast_events(range(3_000), CONFIG)
     )
     source.close()
+
+
+def test_a_batch_holds_batch_events_numbers_by_default_bids_only_and_a_bad_size_is_refused() -> None:
+    # given the default source of processor 0 of 1 over two and a half default batches
+    count = BATCH_EVENTS * 5 // 2
+    outbox = TestOutbox(1, 8)
+    processor = proc.as_meta_supplier(batch_nexmark_source(CONFIG, count).supplier, "test").get(0).get(1)[0]
+    processor.init(outbox, make_context(global_processor_index=0, local_parallelism=1))
+    # when it is called more times than it has batches (a stream: it stays silent after its last)
+    for _ in range(10):
+        assert not processor.complete()
+    # then each batch held the bids of BATCH_EVENTS numbers (the last one the rest), in order
+    batches = [batch for _, batch in outbox.buckets[0]]
+    ranges = [range(0, BATCH_EVENTS), range(BATCH_EVENTS, 2 * BATCH_EVENTS), range(2 * BATCH_EVENTS, count)]
+    assert [batch.rows() for batch in batches] == [bid_rows(fast_events(r, CONFIG)) for r in ranges]
+    processor.close()
+    for bad in (0, -1, 2.5, True, "8192"):
+        with pytest.raises(ValueError, match="batch_events must be an int >= 1"):
+            batch_nexmark_source(CONFIG, 10, batch_events=bad)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- vectorised aggregation
@@ -535,3 +559,24 @@ def test_batch_query_5_on_two_members_through_a_restart_gives_every_window_right
     # before the restart and again after it is the same: the frames were restored, not recounted)
     assert {end: top for end, top in got if end <= closed_by} == expected
     assert all(top == expected[end] for end, top in got if end in expected)
+
+
+def test_the_batch_bench_compares_batch_sizes_in_the_same_rounds_and_refuses_a_bad_size(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from jetlet.nexmark.bench import batches
+
+    # when Q1 runs embedded for one short round at two batch sizes
+    argv = ["--queries", "q1", "--rounds", "1", "--seconds", "0.5", "--warmup", "0.5", "--members", "0"]
+    assert batches.main([*argv, "--batch-events", "1024,8192"]) == 0
+    # then the table has a line per size, each with events measured on both paths
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| q1 |")]
+    assert [line.split("|")[2].strip() for line in lines] == ["1,024", "8,192"]
+    for line in lines:
+        row_rate, batch_rate = (float(cell) for cell in line.split("|")[3:5])
+        assert row_rate > 0 and batch_rate > 0
+    # and a size that is not a whole number >= 1 is refused before anything runs
+    with pytest.raises(SystemExit) as refused:
+        batches.main([*argv, "--batch-events", "1024,0"])
+    assert refused.value.code == 2
+    assert "--batch-events: '0' is not a whole number >= 1" in capsys.readouterr().err

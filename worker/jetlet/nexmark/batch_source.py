@@ -11,10 +11,11 @@ auctions are skipped: the record-batch queries (1, 2 and 5) read bids only.
 
 :func:`batch_nexmark_source` is the distributed source: processor ``i`` of ``p`` walks the numbers
 ``i, i + p, ...`` with a :class:`~jetlet.core.processors.sources.StridedCursor`, taking
-:data:`BATCH_EVENTS` numbers per batch and emitting each batch with its highest ``date_time`` as its
-native timestamp (so ``with_native_timestamps(lag)`` puts one watermark per batch, from the
-timestamp column). A snapshot saves the cursor, which only ever stands at a batch boundary (a
-fill emits whole batches, and the source builder emits all of a fill before it saves); a restore
+``batch_events`` numbers (by default :data:`BATCH_EVENTS`) per batch, one batch per fill, and
+emitting each batch with its highest ``date_time`` as its native timestamp (so
+``with_native_timestamps(lag)`` puts one watermark per batch, from the timestamp column). A
+snapshot saves the cursor, which only ever stands at a batch boundary (a fill emits a whole
+batch, and the source builder emits all of a fill before it saves); a restore
 resumes after the last batch emitted, with any new number of processors, as the row source does.
 The engine counts a batch as its rows (bids); the user counter :data:`EVENTS_METRIC` counts the
 event numbers, persons and auctions included, as the row source's ``emittedCount`` does.
@@ -46,10 +47,15 @@ from jetlet.nexmark.model import Bid
 from jetlet.pipeline import SourceBuilder, StreamSource
 from jetlet.pipeline.source_builder import TimestampedSourceBuffer
 
-BATCH_EVENTS = 1024
-"""Event numbers per batch (about 942 of them bids)."""
-BATCHES_PER_FILL = 4
-"""Batches one fill of the source buffer adds."""
+BATCH_EVENTS = 8192
+"""Event numbers per batch by default (about 7,500 of them bids).
+
+A batch's cost is mostly fixed (a dozen numpy calls here; a pass of the cooperative worker, a queue
+hop and a call of each stage in the engine), so the rows per batch set the rate: on one member, Q1
+ran at 8.2 M events per CPU-second with 1,024 numbers per batch and 43.9 M with 8,192 (medians of
+three interleaved rounds, bench/RESULTS.md). 8,192 is DataFusion's default batch size (Spark's
+Arrow batches hold 10,000 rows); a batch is 256 KB of columns.
+"""
 EVENTS_METRIC = "nexmarkEvents"
 """The source's user counter of the event numbers it made batches of (bids or not): the events."""
 COLUMNS = ("auction", "bidder", "price", "date_time")
@@ -133,21 +139,18 @@ class _Slice:
     config: fg.FastConfig
     cursor: StridedCursor
     count: int | None
+    batch_events: int
 
 
 def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
     stop = state.count if state.count is not None else 1 << 62
-    events = 0
-    for _ in range(BATCHES_PER_FILL):
-        numbers = state.cursor.take(BATCH_EVENTS, stop)
-        if not numbers:  # exhausted: return at once (cooperative; the worker backs off by itself)
-            break
-        events += len(numbers)
-        batch = bid_batch(numbers, state.config)
-        if len(batch):  # a cursor's numbers ascend, and so do their times: the last is the highest
-            buffer.add(batch, int(batch["date_time"][-1]))
-    if events:
-        user_metrics.counter(EVENTS_METRIC).inc(events)
+    numbers = state.cursor.take(state.batch_events, stop)
+    if not numbers:  # exhausted: return at once (cooperative; the worker backs off by itself)
+        return
+    batch = bid_batch(numbers, state.config)
+    if len(batch):  # a cursor's numbers ascend, and so do their times: the last is the highest
+        buffer.add(batch, int(batch["date_time"][-1]))
+    user_metrics.counter(EVENTS_METRIC).inc(len(numbers))
 
 
 def _snapshot(state: _Slice) -> SlicePosition:
@@ -159,23 +162,30 @@ def _restore(state: _Slice, saved: list[SlicePosition]) -> None:
 
 
 def batch_nexmark_source(
-    config: fg.FastConfig, count: int | None = None, *, local_parallelism: int = 1
+    config: fg.FastConfig,
+    count: int | None = None,
+    *,
+    local_parallelism: int = 1,
+    batch_events: int = BATCH_EVENTS,
 ) -> StreamSource[ColumnBatch]:
     """A timestamped stream of bid batches of the fast generator's events ``0 .. count - 1``.
 
     ``count`` bounds the event numbers (unbounded when None; the stream then stays silent, as the
-    row source does); ``local_parallelism`` processors per member share the numbers. Use
-    ``with_native_timestamps(lag)``: each batch's timestamp is its highest ``date_time``.
+    row source does); ``local_parallelism`` processors per member share the numbers, each taking
+    ``batch_events`` of its numbers per batch. Use ``with_native_timestamps(lag)``: each batch's
+    timestamp is its highest ``date_time``.
 
     >>> batch_nexmark_source(fg.FastConfig(), 10_000).name
     'batch-nexmark'
     """
     if count is not None and count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
+    if isinstance(batch_events, bool) or not isinstance(batch_events, int) or batch_events < 1:
+        raise ValueError(f"batch_events must be an int >= 1, got {batch_events!r}")
 
     def create(context: proc.ProcessorContext) -> _Slice:
         cursor = StridedCursor(context.global_processor_index, context.total_parallelism)
-        return _Slice(config, cursor, count)
+        return _Slice(config, cursor, count, batch_events)
 
     return (
         SourceBuilder.timestamped_stream("batch-nexmark", create)

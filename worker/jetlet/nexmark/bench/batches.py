@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jetlet.nexmark import batch_queries, fast_generator
-from jetlet.nexmark.batch_source import EVENTS_METRIC, batch_nexmark_source
+from jetlet.nexmark.batch_source import BATCH_EVENTS, EVENTS_METRIC, batch_nexmark_source
 from jetlet.nexmark.bench import cpu, jobs, throughput
 from jetlet.pipeline import Pipeline, Sinks
 
@@ -34,10 +34,13 @@ BATCH_SOURCE_NAME = "batch-nexmark"
 QUERIES = ("q1", "q2", "q5")
 
 
-def build_batch_pipeline(query: str, config: fast_generator.FastConfig, list_name: str) -> Pipeline:
+def build_batch_pipeline(
+    query: str, config: fast_generator.FastConfig, list_name: str, batch_events: int = BATCH_EVENTS
+) -> Pipeline:
     """The measured batch-path job: bid batches, the query, the row harness's result counter."""
     pipeline = Pipeline()
-    bids = pipeline.read_from(batch_nexmark_source(config)).with_native_timestamps(0)
+    source = batch_nexmark_source(config, batch_events=batch_events)
+    bids = pipeline.read_from(source).with_native_timestamps(0)
     if query == "q5":
         results = batch_queries.q5_hot_items(bids, jobs.WINDOW_MS, jobs.THROUGHPUT_SLIDE_MS)
     else:
@@ -55,12 +58,16 @@ def _counts(job: Any, meter: cpu.Meter) -> tuple[int, int, float, dict[int, floa
     return events, jobs.counter(metrics, jobs.RECORDER_NAME, jobs.RESULT_COUNT), at, cpu_times
 
 
-def measure(cluster: Any, query: str, members: int, seconds: float, warmup_s: float) -> throughput.Throughput:
-    """Run ``query`` on the batch path, unpaced, and measure ``seconds`` after ``warmup_s``."""
+def measure(
+    cluster: Any, query: str, members: int, seconds: float, warmup_s: float, batch_events: int = BATCH_EVENTS
+) -> throughput.Throughput:
+    """Run ``query`` on the batch path, unpaced, ``batch_events`` numbers per batch, and measure
+    ``seconds`` after ``warmup_s``."""
     config = fast_generator.FastConfig(base_time=int(time.time() * 1000))
     name = f"nexmark-batch-throughput-{query}-{time.time_ns()}"
     meter = cpu.Meter.of(jobs.member_pids(cluster))
-    job = cluster.new_job(build_batch_pipeline(query, config, name), jobs.job_config(False, name))
+    pipeline = build_batch_pipeline(query, config, name, batch_events)
+    job = cluster.new_job(pipeline, jobs.job_config(False, name))
     try:
         jobs.sleep_until(time.time() + warmup_s)
         events0, results0, at0, cpu0 = _counts(job, meter)
@@ -75,10 +82,11 @@ def measure(cluster: Any, query: str, members: int, seconds: float, warmup_s: fl
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Pair:
-    """One round of one query: the row path's run and the batch path's."""
+    """One round of one query: the row path's run and the batch path's at one batch size."""
 
     row: throughput.Throughput
     batch: throughput.Throughput
+    batch_events: int = BATCH_EVENTS
 
 
 def per_cpu_second(run: throughput.Throughput) -> float:
@@ -87,22 +95,29 @@ def per_cpu_second(run: throughput.Throughput) -> float:
 
 
 def report(pairs: dict[str, list[Pair]]) -> str:
-    """A Markdown table of the medians per query."""
+    """A Markdown table of the medians per query and batch size."""
     lines = [
-        "| query | row M events/CPU-s | batch M events/CPU-s | batch/row "
+        "| query | events per batch | row M events/CPU-s | batch M events/CPU-s | batch/row "
         "| row M events/s | batch M events/s |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
-    for query, runs in pairs.items():
-        row = statistics.median(per_cpu_second(p.row) for p in runs) / 1e6
-        batch = statistics.median(per_cpu_second(p.batch) for p in runs) / 1e6
-        row_wall = statistics.median(p.row.events_per_s for p in runs) / 1e6
-        batch_wall = statistics.median(p.batch.events_per_s for p in runs) / 1e6
-        ratio = statistics.median(per_cpu_second(p.batch) / max(per_cpu_second(p.row), 1e-9) for p in runs)
-        lines.append(
-            f"| {query} | {row:.2f} | {batch:.2f} | {ratio:.1f}x | {row_wall:.2f} | {batch_wall:.2f} |"
-        )
+    for query, all_runs in pairs.items():
+        for size in sorted({p.batch_events for p in all_runs}):
+            runs = [p for p in all_runs if p.batch_events == size]
+            lines.append(_report_line(query, size, runs))
     return "\n".join(lines)
+
+
+def _report_line(query: str, batch_events: int, runs: list[Pair]) -> str:
+    row = statistics.median(per_cpu_second(p.row) for p in runs) / 1e6
+    batch = statistics.median(per_cpu_second(p.batch) for p in runs) / 1e6
+    row_wall = statistics.median(p.row.events_per_s for p in runs) / 1e6
+    batch_wall = statistics.median(p.batch.events_per_s for p in runs) / 1e6
+    ratio = statistics.median(per_cpu_second(p.batch) / max(per_cpu_second(p.row), 1e-9) for p in runs)
+    return (
+        f"| {query} | {batch_events:,} | {row:.2f} | {batch:.2f} | {ratio:.1f}x "
+        f"| {row_wall:.2f} | {batch_wall:.2f} |"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,22 +128,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring")
     parser.add_argument("--members", type=int, default=1, help="member processes (0: embedded)")
+    parser.add_argument(
+        "--batch-events",
+        default=str(BATCH_EVENTS),
+        help=f"event numbers per batch, comma-separated to compare sizes in the same rounds "
+        f"(default {BATCH_EVENTS})",
+    )
     args = parser.parse_args(argv)
     queries = [q for q in args.queries.split(",") if q]
     if unknown := set(queries) - set(QUERIES):
         parser.error(f"unknown queries {sorted(unknown)}; choose among {QUERIES}")
+    sizes = _batch_sizes(parser, args.batch_events)
     pairs: dict[str, list[Pair]] = {q: [] for q in queries}
     with jobs.open_cluster(args.members) as cluster:
         for round_index in range(args.rounds):
             for query in queries:
                 row = throughput.measure(cluster, query, args.members, args.seconds, args.warmup, round_index)
-                batch = measure(cluster, query, args.members, args.seconds, args.warmup)
-                pairs[query].append(Pair(row, batch))
-                print(
-                    f"round {round_index} {query}: row {per_cpu_second(row) / 1e6:.2f} M events/CPU-s, "
-                    f"batch {per_cpu_second(batch) / 1e6:.2f} M events/CPU-s "
-                    f"(batch {batch.events} events, {batch.results} results in {batch.seconds:.1f} s)",
-                    flush=True,
-                )
+                # the sizes' order rotates from round to round, as the row harness's contenders do
+                for size in sizes[round_index % len(sizes) :] + sizes[: round_index % len(sizes)]:
+                    batch = measure(cluster, query, args.members, args.seconds, args.warmup, size)
+                    pairs[query].append(Pair(row, batch, size))
+                    print(
+                        f"round {round_index} {query}: row {per_cpu_second(row) / 1e6:.2f} M events/CPU-s, "
+                        f"batch of {size:,} {per_cpu_second(batch) / 1e6:.2f} M events/CPU-s "
+                        f"(batch {batch.events} events, {batch.results} results in {batch.seconds:.1f} s)",
+                        flush=True,
+                    )
     print(report(pairs))
     return 0
+
+
+def _batch_sizes(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    sizes: list[int] = []
+    for part in text.split(","):
+        try:
+            size = int(part)
+        except ValueError:
+            size = 0
+        if size < 1:
+            parser.error(f"--batch-events: {part!r} is not a whole number >= 1")
+        sizes.append(size)
+    return sizes
