@@ -75,12 +75,6 @@ class StatefulP(processor.Processor):
         self._snapshot = snapshot_writer.SnapshotWriter()
         self._loan = snapshot_writer.Loan({})
 
-    def _apply(self, key: Any, state: Any, item: Any) -> Any:
-        fn = self._fn
-        if self._key_fn is None:
-            return fn(state, item)
-        return fn(state, key, item)
-
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         # As in ChainP: a chunk's last item stays in the inbox until the
         # chunk's outputs are all emitted, so an empty inbox means nothing is held.
@@ -93,6 +87,8 @@ class StatefulP(processor.Processor):
         key_fn = self._key_fn
         kind = self._kind
         timestamped = self._timestamped
+        fn = self._fn  # called with the key when there is one (no method call per item)
+        keyed = key_fn is not None
         loan = self._loan
         lent = loan.unclaimed
         while inbox:
@@ -114,7 +110,7 @@ class StatefulP(processor.Processor):
                         loan.before_change(key)
                     if ts > slot[1]:
                         slot[1] = ts
-                result = self._apply(key, slot[0], item)
+                result = fn(slot[0], key, item) if keyed else fn(slot[0], item)
                 if kind == FILTER:
                     if result:
                         out.append(element)
