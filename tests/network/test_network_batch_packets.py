@@ -72,10 +72,11 @@ def test_given_a_batch_when_sent_then_its_columns_travel_out_of_band_and_arrive_
     assert [v.dtype for v in received.columns.values()] == [v.dtype for v in batch.columns.values()]
     assert received.rows() == batch.rows()
     # and the six plain-dtype columns were out-of-band buffers (the object column was pickled)
-    (count,) = struct.unpack_from(">I", payload)
+    assert struct.unpack_from(">qII", payload) == (7, 3, 1)  # its route: job, edge, source member
+    (count,) = struct.unpack_from(">I", payload, 16)
     assert count == 6
     plain_bytes = sum(v.nbytes for name, v in batch.columns.items() if name != "extra")
-    assert sum(struct.unpack_from(f">{count}Q", payload, 4)) == plain_bytes
+    assert sum(struct.unpack_from(f">{count}Q", payload, 20)) == plain_bytes
     # and they are read-only views of the payload, not copies
     for name in ("auction", "price", "paid", "when", "channel", "date_time"):
         column = received[name]
@@ -126,15 +127,18 @@ class _Forged:
         return (column_batch._from_buffers, self.parts)
 
 
+_ROUTE = struct.pack(">qII", 1, 2, 0)
+"""A DATA payload's route: job 1, edge 2, from member 0."""
+
+
 def _payload(item: Any, table: list[int] | None = None, cut: int = 0) -> bytes:
     """A DATA payload carrying ``item``; ``table`` replaces the buffer lengths, ``cut`` drops end bytes."""
     buffers: list[pickle.PickleBuffer] = []
-    pickled = pickle.dumps(
-        (1, 2, 0, [(0, 0, remote.DATA, [item])]), protocol=5, buffer_callback=buffers.append
-    )
+    pickled = pickle.dumps([(0, 0, remote.DATA, [item])], protocol=5, buffer_callback=buffers.append)
     raws = [bytes(b.raw()) for b in buffers]
     lengths = [len(raw) for raw in raws] if table is None else table
-    payload = struct.pack(f">I{len(lengths)}Q", len(lengths), *lengths) + pickled + b"".join(raws)
+    table_bytes = struct.pack(f">I{len(lengths)}Q", len(lengths), *lengths)
+    payload = _ROUTE + table_bytes + pickled + b"".join(raws)
     return payload[: len(payload) - cut]
 
 
@@ -145,8 +149,12 @@ def _buffer(data: bytes) -> pickle.PickleBuffer:
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [
-        (b"\x00\x00", "no buffer table"),
-        (struct.pack(">I", 1_000_000) + b"x" * 64, "a table of 1,000,000 out-of-band buffers does not fit"),
+        (b"\x00\x00", "no route"),
+        (_ROUTE + b"\x00\x00", "no buffer table"),
+        (
+            _ROUTE + struct.pack(">I", 1_000_000) + b"x" * 64,
+            "a table of 1,000,000 out-of-band buffers does not fit",
+        ),
         (_payload(_batch(8), table=[64] * 6 + [1 << 40]), "out-of-band buffers of .* bytes do not fit"),
         (
             _payload(_Forged(["a"], ["<i8"], [_buffer(bytes(12))], None)),
@@ -170,6 +178,7 @@ def _buffer(data: bytes) -> pickle.PickleBuffer:
         (_payload(_batch(8), table=[64] * 5), "not enough out-of-band buffers"),
     ],
     ids=[
+        "no route",
         "no table",
         "table too long",
         "buffers too long",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import struct
 from typing import Any
 
 import pytest
@@ -90,7 +91,7 @@ def test_given_a_packet_of_nexmark_events_then_its_data_goes_as_rows_and_arrives
     packet = remote.bounded_packets(3, 4, 0, chunks, 1 << 20)[0]
     assert packet.encoded is not None
     pickled, buffers = remote._split_buffers(packet.encoded)
-    wire = pickle.loads(pickled, buffers=buffers)[3]
+    wire = pickle.loads(pickled, buffers=buffers)
     decoded = remote.decode_message(MessageType.DATA, packet.encoded)
     # then the data went as one rows chunk, and came back as one data chunk with every event
     assert [chunk[2] for chunk in wire] == [remote.ROWS, remote.WATERMARK]
@@ -118,6 +119,7 @@ def test_given_a_packet_of_nexmark_events_then_its_data_goes_as_rows_and_arrives
 def test_given_rows_that_do_not_fit_together_then_the_packet_is_refused(bad: rows.Rows) -> None:
     with pytest.raises((ValueError, TypeError)):
         rows.decode(bad)
-    payload = remote._NO_BUFFERS + pickle.dumps((1, 2, 0, [(0, 0, remote.ROWS, bad)]), protocol=5)
+    route = struct.pack(">qII", 1, 2, 0)
+    payload = route + remote._NO_BUFFERS + pickle.dumps([(0, 0, remote.ROWS, bad)], protocol=5)
     with pytest.raises(serialization.SerializationError, match="corrupt data packet: a rows chunk"):
         remote.decode_message(MessageType.DATA, payload)

@@ -158,7 +158,17 @@ class ExecutionMember:
         channel.register(Operation.SNAPSHOT_COMMIT, self._snapshot_commit)
 
     def on_data(self, msg_type: MessageType, payload: bytes) -> None:
-        """A packet or flow-control ack of a distributed edge (on the network thread)."""
+        """A packet or flow-control ack of a distributed edge (on the network thread).
+
+        A packet is routed by its first bytes and decoded by its receiver tasklet (see
+        :mod:`jetlet._network.tasklets`); an ack is decoded here.
+        """
+        if msg_type is MessageType.DATA:
+            job_id, edge_id, source = remote.packet_route(payload)
+            execution = self._executions.get(job_id)
+            if execution is not None:
+                execution.links.deliver_payload(edge_id, source, payload)
+            return
         message = remote.decode_message(msg_type, payload)
         execution = self._executions.get(message.job_id)
         if execution is not None:
