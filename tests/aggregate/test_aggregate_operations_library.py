@@ -544,3 +544,44 @@ def test_the_docstring_examples_run_as_written() -> None:
     outcome = doctest.testmod(operations)
     assert outcome.attempted >= 20
     assert outcome.failed == 0
+
+
+# --------------------------------------------------------------------------- a batch's fold
+
+
+def _summing_prices_by_batch(calls: Counter[str]) -> agg.AggregateOperation[int, int]:
+    def one(acc: int, item: tuple[str, int]) -> int:
+        calls["item"] += 1
+        return acc + item[1]
+
+    def batch(acc: int, items: list[tuple[str, int]]) -> int:
+        calls["batch"] += 1
+        return acc + sum(map(second, items))
+
+    return agg.AggregateOperation.with_create(int).and_accumulate(one).and_accumulate_batch(batch)
+
+
+def test_a_batch_function_folds_a_list_as_the_accumulate_function_would_and_survives_the_builder() -> None:
+    calls: Counter[str] = Counter()
+    items = [("a", 3), ("b", 4), ("c", 5)]
+    op = _summing_prices_by_batch(calls).and_combine(lambda a, b: a + b).and_export_finish(str).and_then(len)
+    # the batch function is kept by every later builder step, and fold_fn is it for input 0
+    assert op.fold_fn(0)(0, items) == reduce(op.accumulate_fn(0), items, 0) == 12
+    assert calls == {"batch": 1, "item": 3}
+    # an operation without one folds with its accumulate function, item by item
+    plain = agg.AggregateOperation.with_create(int).and_accumulate(lambda acc, item: acc + item[1])
+    assert plain.fold_fn(0)(1, items) == 13
+    with pytest.raises(ValueError, match="no accumulate function for input 1"):
+        plain.fold_fn(1)
+    with pytest.raises(TypeError, match="and_accumulate_batch needs a callable, got 7"):
+        plain.and_accumulate_batch(7)  # type: ignore[arg-type]
+
+
+def test_an_ungrouped_aggregation_folds_each_inbox_with_the_batch_function() -> None:
+    calls: Counter[str] = Counter()
+    items = [("a", i) for i in range(50)]
+    # when the aggregating processor takes the items (the harness gives them in batches and one by
+    # one, snapshotting between), then the sum is the reference's and no item went one by one
+    op = _summing_prices_by_batch(calls).and_combine(lambda a, b: a + b)
+    verify_processor(processors.aggregate_p(op)).input(items).expect_output([sum(range(50))]).verify()
+    assert calls["batch"] > 0 and calls["item"] == 0

@@ -52,6 +52,11 @@ def summing_without_deduct() -> agg.AggregateOperation[Any, Any]:
     )
 
 
+def summing_by_batch() -> agg.AggregateOperation[Any, Any]:
+    """Summing whose batch function folds a whole list at once (``and_accumulate_batch``)."""
+    return summing_without_deduct().and_accumulate_batch(lambda acc, events: acc + sum(e[2] for e in events))
+
+
 def sorted_values() -> agg.AggregateOperation[Any, Any]:
     return operations.to_list().and_then(lambda values: sorted(e[2] for e in values))
 
@@ -60,6 +65,7 @@ OPS: dict[str, tuple[Callable[[], agg.AggregateOperation[Any, Any]], Callable[[l
     "counting (deduct)": (operations.counting, len),
     "summing (deduct)": (lambda: operations.summing(lambda e: e[2]), lambda es: sum(e[2] for e in es)),
     "summing (no deduct)": (summing_without_deduct, lambda es: sum(e[2] for e in es)),
+    "summing (by batch)": (summing_by_batch, lambda es: sum(e[2] for e in es)),
     "to_list (no deduct)": (sorted_values, lambda es: sorted(e[2] for e in es)),
 }
 
@@ -208,6 +214,43 @@ def test_a_global_frame_folds_its_items_in_order_and_a_late_batch_is_dropped_who
     # then the window holds the first frame's values in arrival order, and the late batch is counted
     assert out[0] == [datamodel.KeyedWindowResult(0, 100, 0, [1, 2, 3, 4]), wm.Watermark(100)]
     assert processor.metrics()["lateEventsDropped"] == 2
+
+
+def test_a_global_frame_calls_the_batch_function_once_per_batch_and_a_spanning_batch_per_item() -> None:
+    # given a tumbling window of 100 by the global key whose operation counts its calls
+    calls = collections.Counter[str]()
+
+    def one(acc: list[int], event: Event) -> list[int]:
+        calls["item"] += 1
+        return [*acc, event[2]]
+
+    def batch(acc: list[int], events: list[Event]) -> list[int]:
+        calls["batch"] += 1
+        return [*acc, *(e[2] for e in events)]
+
+    op = agg.AggregateOperation.with_create(list).and_accumulate(one).and_accumulate_batch(batch)
+    op = op.and_combine(lambda a, b: a + b).and_export_finish(tuple)
+    processor = windows.aggregate_to_sliding_window_p(
+        windows.GLOBAL_KEY, event_ts, event_time.tumbling_win_policy(100), op
+    )()
+    outbox = TestOutbox(1, 100)
+    processor.init(outbox, make_context())
+    # when a batch of five items in one frame, then one of three spanning two frames, arrive
+    processor.process(0, inbox_mod.Inbox([(t, "g", t) for t in (30, 10, 99, 0, 50)]))
+    assert calls == {"batch": 1}
+    processor.process(0, inbox_mod.Inbox([(t, "g", t) for t in (60, 120, 70)]))
+    out: list[list[Any]] = [[]]
+    while not processor.try_process_watermark(wm.Watermark(200)):
+        outbox.drain(out, [])
+    outbox.drain(out, [])
+    # then the first was folded in one call, the second item by item, and both windows hold their
+    # values in arrival order
+    assert calls == {"batch": 1, "item": 3}
+    assert out[0] == [
+        datamodel.KeyedWindowResult(0, 100, 0, (30, 10, 99, 0, 50, 60, 70)),
+        datamodel.KeyedWindowResult(100, 200, 0, (120,)),
+        wm.Watermark(200),
+    ]
 
 
 def test_late_events_are_dropped_and_counted() -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import heapq
+import operator
+from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +58,18 @@ def selection(item: Event, auction_skip: int = DEFAULT_CONFIG.auction_skip) -> A
     return AuctionPrice(item.auction, item.price)
 
 
+def selector(auction_skip: int) -> Callable[[Event], AuctionPrice | None]:
+    """:func:`selection` with ``auction_skip`` bound: one Python call per event (a lambda calling
+    :func:`selection` made two, about a tenth of Q2's time per event on one member)."""
+
+    def select(item: Event) -> AuctionPrice | None:
+        if type(item) is not Bid or item.auction % auction_skip != 0:
+            return None
+        return AuctionPrice(item.auction, item.price)
+
+    return select
+
+
 def q0_pass_through(events: StreamStage[Event]) -> StreamStage[Event]:
     """Query 0: every event, unchanged (measures the source and the engine's overhead)."""
     passed: StreamStage[Event] = events.map(pass_through)
@@ -71,15 +85,15 @@ def q2_selection(
     events: StreamStage[Event], auction_skip: int = DEFAULT_CONFIG.auction_skip
 ) -> StreamStage[AuctionPrice]:
     """Query 2: ``(auction, price)`` of the bids on auctions whose id is a multiple of ``auction_skip``."""
-    return events.map(lambda item: selection(item, auction_skip)).set_name("nexmark-q2-selection")
+    return events.map(selector(auction_skip)).set_name("nexmark-q2-selection")
 
 
 HotItems = tuple[int, list[tuple[int, int]]]
 """Query 5's result: ``(end of the sliding window, [(auction, bids), ...] best first)``."""
 
 
-def _bid_or_none(item: Event) -> Bid | None:
-    return item if type(item) is Bid else None
+def _is_bid(item: Event) -> bool:
+    return type(item) is Bid
 
 
 def _no_counts() -> dict[int, int]:
@@ -89,6 +103,18 @@ def _no_counts() -> dict[int, int]:
 def _count_bid(counts: dict[int, int], bid: Bid) -> dict[int, int]:
     auction = bid.auction
     counts[auction] = counts.get(auction, 0) + 1
+    return counts
+
+
+_AUCTION = operator.attrgetter("auction")
+
+
+def _count_bids(counts: dict[int, int], bids: list[Bid]) -> dict[int, int]:
+    """:func:`_count_bid` over a whole batch in one loop in C: ``Counter.update``'s counting
+    (``collections._count_elements``) on the plain dict, 45 against 67 ns a bid folded one by one.
+    (A ``Counter`` as the accumulator costs more: CPython specializes item access for exact dicts
+    only, so the window's combine and deduct of the frames ran at half speed on one.)"""
+    _count_elements(counts, map(_AUCTION, bids))
     return counts
 
 
@@ -119,6 +145,7 @@ def bids_per_auction() -> AggregateOperation[dict[int, int], dict[int, int]]:
     return (
         AggregateOperation.with_create(_no_counts)
         .and_accumulate(_count_bid)
+        .and_accumulate_batch(_count_bids)
         .and_combine(_add_counts)
         .and_deduct(_deduct_counts)
     )
@@ -146,7 +173,7 @@ def q5_hot_items(
     window emits every auction's count at every slide — a million results a second with a 10 ms
     slide over 10,000 auctions — and reports each window one slide late.)
     """
-    bids: StreamStage[Bid] = events.map(_bid_or_none)
+    bids: StreamStage[Bid] = events.filter(_is_bid)  # type: ignore[assignment]  # (bids only)
     ranking = bids_per_auction().and_export_finish(functools.partial(top_auctions, top=top))
     windows = bids.window(WindowDefinition.sliding(window_ms, slide_ms)).aggregate(ranking)
     return windows.map(_hot_items).set_name("nexmark-q5-hot-items")
@@ -199,7 +226,7 @@ def q7_highest_bid(events: StreamStage[Event], window_ms: int = 10_000) -> Strea
     aggregates each window with :func:`highest_bids` (the bids at the running maximum, combined
     across processors) and flat-maps the window's result to its bids.
     """
-    bids: StreamStage[Bid] = events.map(_bid_or_none)
+    bids: StreamStage[Bid] = events.filter(_is_bid)  # type: ignore[assignment]  # (bids only)
     windows = bids.window(WindowDefinition.tumbling(window_ms)).aggregate(highest_bids())
     return windows.flat_map(_window_bids).set_name("nexmark-q7-highest-bid")
 
@@ -248,7 +275,7 @@ def q13_bounded_side_input_join(
     """
     if side_input is None:
         side_input = events.pipeline.read_from(Sources.items(*side_input_rows(side_input_size)))
-    bids: StreamStage[Bid] = events.map(_bid_or_none)
+    bids: StreamStage[Bid] = events.filter(_is_bid)  # type: ignore[assignment]  # (bids only)
     clause = JoinClause.join_map_entries(side_input_key(side_input_size))
     joined: StreamStage[Bid] = bids.hash_join(side_input, clause, with_side_value)
     return joined.set_name("nexmark-q13-bounded-side-input-join")

@@ -191,9 +191,7 @@ class _AccumulateP(processor.Processor):
             for partial in inbox.take_all():
                 acc = combine(acc, partial)
         else:
-            accumulate = self._op.accumulate_fn(ordinal)
-            for item in inbox.take_all():
-                acc = accumulate(acc, item)
+            acc = self._op.fold_fn(ordinal)(acc, inbox.take_all())
         self._acc = acc
 
     def complete(self) -> bool:

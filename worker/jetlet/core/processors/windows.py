@@ -72,7 +72,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from itertools import repeat
@@ -197,6 +196,9 @@ class SlidingWindowP(processor.Processor):
         self._key_fns = list(key_fns)
         self._timestamp_fns = list(timestamp_fns)
         self._accumulate_fns = list(accumulate_fns)
+        self._folds = [] if frame_timestamps else [op.fold_fn(i) for i in range(len(self._accumulate_fns))]
+        """Per input, a batch's fold into one accumulator (a global window's one-frame path; not the
+        second stage, whose accumulate function is the combine)."""
         self._emits_frames = map_to_output_fn is None
         self._policy = policy.to_tumbling_by_frame() if self._emits_frames else policy
         self._op = op
@@ -249,7 +251,7 @@ class SlidingWindowP(processor.Processor):
                 return
             if key_fn is GLOBAL_KEY:
                 stamps = stamp_list = list(stamps)
-                if self._fold_into_one_frame(stamp_list, item_list, accumulate):
+                if self._fold_into_one_frame(stamp_list, item_list, self._folds[ordinal]):
                     return
             items, keys = item_list, map(key_fn, item_list)
         frames, create, missing, next_win = self._frames, self._create, _MISSING, self._next_win
@@ -281,12 +283,14 @@ class SlidingWindowP(processor.Processor):
         self._top_ts = top
 
     def _fold_into_one_frame(
-        self, stamps: list[int], items: list[Any], accumulate: Callable[[Any, Any], Any]
+        self, stamps: list[int], items: list[Any], fold: Callable[[Any, list[Any]], Any]
     ) -> bool:
         """``process`` for a batch of a global window whose items all fall in one frame (most
-        batches: a frame spans many): the frame's accumulator folds the batch in one
-        ``functools.reduce``, in C, instead of a Python step per item; the items are accumulated in
-        order, as one by one. Returns False, having done nothing, for a batch that spans frames."""
+        batches: a frame spans many): the frame's accumulator folds the batch in one call of the
+        operation's :meth:`~jetlet.aggregate.AggregateOperation.fold_fn` (its batch function, else
+        ``functools.reduce``, a loop in C) instead of a Python step per item; the items are
+        accumulated in order, as one by one. Returns False, having done nothing, for a batch that
+        spans frames."""
         size, offset = self._policy.frame_size, self._policy.frame_offset
         highest = max(stamps)
         frame_ts = highest - (highest - offset) % size + size
@@ -302,7 +306,7 @@ class SlidingWindowP(processor.Processor):
                 self._top_ts = frame_ts
         key = GLOBAL_KEY(items[0])
         acc = frame.get(key, _MISSING)
-        frame[key] = functools.reduce(accumulate, items, self._create() if acc is _MISSING else acc)
+        frame[key] = fold(self._create() if acc is _MISSING else acc, items)
         return True
 
     def _count_by_frame(self, stamps: Iterable[int], items: list[Any], key_fn: KeyFn) -> None:
