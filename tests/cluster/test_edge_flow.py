@@ -1,8 +1,8 @@
 """Each distributed edge's flow control follows its EdgeConfig, else the instance's (issue 13 item 9).
 
 The member's flow settings give the initial window and the frame limit; the
-instance's ``flow_control_period_millis`` and each edge's ``packet_size_limit``
-and ``receive_window_multiplier`` (its own ``EdgeConfig``, else the
+instance's ``flow_control_period_millis`` and each edge's ``packet_size_limit``,
+``receive_window_multiplier`` and ``buffer_timeout_millis`` (its own ``EdgeConfig``, else the
 instance's default one) are what the senders and receivers of that edge use.
 """
 
@@ -20,7 +20,9 @@ def _two_edge_dag() -> DAG:
     middle = dag.new_vertex("middle", processors.map_p(str))
     sink = dag.new_vertex("sink", processors.noop_p())
     dag.edge(Edge.between(source, middle).distributed())
-    tuned = config.EdgeConfig(queue_size=8, packet_size_limit=2, receive_window_multiplier=7)
+    tuned = config.EdgeConfig(
+        queue_size=8, packet_size_limit=2, receive_window_multiplier=7, buffer_timeout_millis=0
+    )
     dag.edge(Edge.between(middle, sink).distributed().set_config(tuned))
     return dag
 
@@ -37,7 +39,7 @@ def test_given_an_edge_config_then_that_edge_flows_by_it_and_the_others_by_the_i
     # then the plain edge has the instance's, the tuned edge its own; the member's base stays
     assert flows == {
         0: remote.FlowSettings(33, 4, 5, initial_window=99, max_frame_bytes=12345),
-        1: remote.FlowSettings(33, 7, 2, initial_window=99, max_frame_bytes=12345),
+        1: remote.FlowSettings(33, 7, 2, initial_window=99, max_frame_bytes=12345, buffer_timeout_millis=0),
     }
 
 
@@ -48,8 +50,8 @@ def test_given_settings_for_one_edge_then_its_sender_packs_by_them() -> None:
         7,
         0,
         lambda _member, message: sent.append(message),  # type: ignore[arg-type]
-        remote.FlowSettings(packet_size_limit=100),
-        {1: remote.FlowSettings(packet_size_limit=2)},
+        remote.FlowSettings(packet_size_limit=100, buffer_timeout_millis=0),
+        {1: remote.FlowSettings(packet_size_limit=2, buffer_timeout_millis=0)},
     )
     assert links.settings_for(1).packet_size_limit == 2 and links.settings_for(0).packet_size_limit == 100
     # when 10 items go to member 1 over edge 0 and 10 over edge 1

@@ -142,6 +142,7 @@ def test_given_every_instance_and_edge_setting_then_instance_config_carries_it()
         "batch_queue_size": 23,
         "packet_size_limit": 17,
         "receive_window_multiplier": 4,
+        "buffer_timeout_millis": 0,
     }
     assert set(values) == {*settings.INSTANCE_SETTINGS, *settings.EDGE_SETTINGS}
     instance = settings.load({name: str(value) for name, value in values.items()}).instance_config()
@@ -154,6 +155,10 @@ def test_given_every_instance_and_edge_setting_then_instance_config_carries_it()
         partition_count=13,
         max_queued_bytes=19_000_000,
         default_edge_config=config.EdgeConfig(
-            queue_size=11, batch_queue_size=23, packet_size_limit=17, receive_window_multiplier=4
+            queue_size=11,
+            batch_queue_size=23,
+            packet_size_limit=17,
+            receive_window_multiplier=4,
+            buffer_timeout_millis=0,
         ),
     )

@@ -52,7 +52,9 @@ def test_small_items_meet_the_item_bound_first() -> None:
 
 def _sender(max_in_flight_bytes: int) -> tuple[remote.SenderTasklet, list[Any], queues.SpscQueue]:
     sent: list[Any] = []
-    settings = remote.FlowSettings(packet_size_limit=4096, initial_window=100_000, max_frame_bytes=64 * MB)
+    settings = remote.FlowSettings(  # packs every call: what is queued, no buffer timeout
+        packet_size_limit=4096, initial_window=100_000, max_frame_bytes=64 * MB, buffer_timeout_millis=0
+    )
     sender = remote.SenderTasklet(7, 3, 0, 1, lambda member, message: sent.append(message), settings)
     sender.max_in_flight_bytes = max_in_flight_bytes
     queue = queues.SpscQueue(1024, "out")

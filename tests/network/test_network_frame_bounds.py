@@ -27,8 +27,8 @@ DEADLINE_S = 30.0
 def _sender(
     items: list[Any], send: remote.Send, limit: int = LIMIT, packet_items: int = 4096
 ) -> remote.SenderTasklet:
-    settings = remote.FlowSettings(
-        packet_size_limit=packet_items, initial_window=100_000, max_frame_bytes=limit
+    settings = remote.FlowSettings(  # packs every call: what is queued, no buffer timeout
+        packet_size_limit=packet_items, initial_window=100_000, max_frame_bytes=limit, buffer_timeout_millis=0
     )
     sender = remote.SenderTasklet(7, 3, 0, 1, send, settings)
     for producer in range(2):

@@ -37,8 +37,8 @@ def _bids(count: int, start: int = 0) -> list[tuple[int, model.Bid]]:
 
 
 def _sender(send: remote.Send, limit: int = remote.FlowSettings().max_frame_bytes) -> remote.SenderTasklet:
-    settings = remote.FlowSettings(
-        packet_size_limit=4 * CHUNK, initial_window=1_000_000, max_frame_bytes=limit
+    settings = remote.FlowSettings(  # packs every call: what is queued, no buffer timeout
+        packet_size_limit=4 * CHUNK, initial_window=1_000_000, max_frame_bytes=limit, buffer_timeout_millis=0
     )
     return remote.SenderTasklet(7, 3, 0, 1, send, settings)
 

@@ -57,12 +57,17 @@ class EdgeConfig:
     receive_window_multiplier: int = 3
     """The receive window's target is this times what was processed in one
     flow-control period."""
+    buffer_timeout_millis: int = 2
+    """Longest a partial packet of a distributed edge waits for more items before it is sent
+    (Flink's buffer timeout); a packet of three quarters of the sender's queues is sent at once.
+    0: every pass of the sender sends what is queued."""
 
     def __post_init__(self) -> None:
         _require_int("EdgeConfig", "queue_size", self.queue_size, 1)
         _require_int("EdgeConfig", "batch_queue_size", self.batch_queue_size, 1)
         _require_int("EdgeConfig", "packet_size_limit", self.packet_size_limit, 1)
         _require_int("EdgeConfig", "receive_window_multiplier", self.receive_window_multiplier, 1)
+        _require_int("EdgeConfig", "buffer_timeout_millis", self.buffer_timeout_millis, 0)
 
 
 @dataclass(frozen=True)

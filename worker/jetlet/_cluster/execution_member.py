@@ -85,19 +85,21 @@ def edge_flow_settings(
     """The flow settings of each of ``dag``'s edges, by the id the execution plan gives it (its index).
 
     ``base`` (the member's: initial window, frame limit) with the instance's
-    ``flow_control_period_millis``, and the ``packet_size_limit`` and
-    ``receive_window_multiplier`` of the edge's own :class:`~jetlet.config.EdgeConfig`, or else of the
+    ``flow_control_period_millis``, and the ``packet_size_limit``, ``receive_window_multiplier`` and
+    ``buffer_timeout_millis`` of the edge's own :class:`~jetlet.config.EdgeConfig`, or else of the
     instance's default one.
     """
-    return {
-        index: dataclasses.replace(
+    settings = {}
+    for index, edge in enumerate(dag.edges()):
+        edge_config = edge.config or instance.default_edge_config
+        settings[index] = dataclasses.replace(
             base,
             flow_control_period_millis=instance.flow_control_period_millis,
-            packet_size_limit=(edge.config or instance.default_edge_config).packet_size_limit,
-            receive_window_multiplier=(edge.config or instance.default_edge_config).receive_window_multiplier,
+            packet_size_limit=edge_config.packet_size_limit,
+            receive_window_multiplier=edge_config.receive_window_multiplier,
+            buffer_timeout_millis=edge_config.buffer_timeout_millis,
         )
-        for index, edge in enumerate(dag.edges())
-    }
+    return settings
 
 
 @dataclasses.dataclass

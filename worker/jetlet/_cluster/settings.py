@@ -7,7 +7,7 @@ process needs. The fields of :class:`~jetlet.config.InstanceConfig`
 (``cooperative_thread_count``, ``flow_control_period_millis``,
 ``backup_count``, ``scale_up_delay_millis``, ``partition_count``) and of its
 default :class:`~jetlet.config.EdgeConfig` (``queue_size``,
-``packet_size_limit``, ``receive_window_multiplier``) are settings too, under
+``packet_size_limit``, ``receive_window_multiplier``, ``buffer_timeout_millis``) are settings too, under
 the same names, with the defaults and descriptions those classes state:
 :meth:`MemberSettings.instance_config` composes them back.
 :func:`load` merges three sources, the first that sets a key winning:
@@ -147,6 +147,7 @@ class MemberSettings:
     batch_queue_size: int = _EDGE.batch_queue_size
     packet_size_limit: int = _EDGE.packet_size_limit
     receive_window_multiplier: int = _EDGE.receive_window_multiplier
+    buffer_timeout_millis: int = _EDGE.buffer_timeout_millis
     heartbeat_interval_millis: int = 500
     """How often a member tells every other member it is alive."""
     failure_timeout_millis: int = 5000
