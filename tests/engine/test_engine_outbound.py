@@ -143,3 +143,54 @@ def test_given_data_pending_for_a_full_queue_when_a_control_item_is_pushed_then_
     assert targets[1].poll() == [1]
     assert collector.flush()
     assert [_drain(q) for q in targets] == [[2, DONE_ITEM], [2, DONE_ITEM]]
+
+
+_KEYS: list[Any] = [
+    0,
+    1,
+    270,
+    271,
+    10_987,
+    partitioning.OWN_HASH_INTS - 1,
+    partitioning.OWN_HASH_INTS,  # the first int that is not its own hash
+    2**64 + 3,
+    -1,
+    -(2**61),
+    True,
+    False,
+    1.0,
+    2.5,
+    "auction-7",
+    b"bytes",
+    ("a", 3),
+    None,
+]
+
+
+@pytest.mark.parametrize("events", [False, True], ids=["items", "(timestamp, item) events"])
+def test_given_keys_of_every_kind_when_partitioned_then_each_goes_where_its_stable_hash_says(
+    events: bool,
+) -> None:
+    # given three consumers owning the 271 partitions in a scrambled order, and items keyed by a field
+    table = [(p * 7) % 3 for p in range(partitioning.DEFAULT_PARTITION_COUNT)]
+    items = [(key, index) for index, key in enumerate(_KEYS * 3)]
+    key_fn: Any = (lambda item: item[0]) if not events else partitioning.EventKey(lambda item: item[0])
+    batch = [(1000 + i, item) for i, item in enumerate(items)] if events else items
+    targets = _queues(3, capacity=1000)
+    collector = OutboundCollector(targets, edge.RoutingPolicy.PARTITIONED, key_fn, target_of_partition=table)
+    # when one batch of them is pushed
+    collector.push(batch)
+    assert collector.flush()
+    # then each consumer has exactly the elements of its partitions, in their order
+    expected: list[list[Any]] = [[], [], []]
+    for element, (key, _index) in zip(batch, items, strict=True):
+        expected[table[partitioning.stable_hash(key) % len(table)]].append(element)
+    assert [_drain(q) for q in targets] == expected
+    assert all(expected)
+
+
+def test_an_event_key_calls_the_items_key_and_pickles_with_it() -> None:
+    key = partitioning.EventKey(abs)
+    assert key((5, -3)) == 3
+    copy = pickle.loads(pickle.dumps(key))
+    assert type(copy) is partitioning.EventKey and copy.item_key is abs and copy((0, -8)) == 8

@@ -19,6 +19,7 @@ go to every queue behind the data already pending for it, so order is kept.
 
 from __future__ import annotations
 
+import operator
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from jetlet._execution import queues
 from jetlet.core import edge as edge_mod
 from jetlet.core import partitioning
+from jetlet.core.partitioning import EventKey
 
 
 class OutboundCollector:
@@ -144,13 +146,21 @@ class OutboundCollector:
         partition_count = len(table)
         key_fn = self._key_fn
         assert key_fn is not None
+        # An event's key is its item's: call the item's key function on the items directly.
+        key_of, keyed = (key_fn.item_key, map(_ITEM, batch)) if type(key_fn) is EventKey else (key_fn, batch)
         shares: list[list[Any]] = [[] for _ in self._targets]
         if type(self._partitioner) is partitioning.HashPartitioner:  # the default, or a member's copy of it
-            stable_hash = partitioning.stable_hash
-            for item in batch:
-                shares[table[stable_hash(key_fn(item)) % partition_count]].append(item)
+            stable_hash, own_hash = partitioning.stable_hash, partitioning.OWN_HASH_INTS
+            for element, item in zip(batch, keyed, strict=True):
+                key = key_of(item)
+                # an int in [0, 2**61 - 1) is its own stable hash: no call for the commonest key
+                hashed = key if type(key) is int and 0 <= key < own_hash else stable_hash(key)
+                shares[table[hashed % partition_count]].append(element)
         else:
             get_partition = self._partitioner.get_partition
-            for item in batch:
-                shares[table[get_partition(key_fn(item), partition_count)]].append(item)
+            for element, item in zip(batch, keyed, strict=True):
+                shares[table[get_partition(key_of(item), partition_count)]].append(element)
         return [(target, share) for target, share in enumerate(shares) if share]
+
+
+_ITEM = operator.itemgetter(1)

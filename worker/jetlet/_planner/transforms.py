@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from jetlet import datamodel
 from jetlet import service as service_mod
 from jetlet.aggregate import operation as agg
-from jetlet.core import event_time, processors
+from jetlet.core import event_time, partitioning, processors
 from jetlet.core import processor as proc
 from jetlet.core.processors import chain, hash_join, session, sort, stateful, watermarks, windows
 from jetlet.core.processors import service as service_processors
@@ -381,7 +381,7 @@ class StatefulTransform(Transform):
 
 
 def _event_key(key_fn: KeyFn) -> KeyFn:
-    return lambda event: key_fn(event[1])
+    return partitioning.EventKey(key_fn)
 
 
 class ServiceTransform(Transform):

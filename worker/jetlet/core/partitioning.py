@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import sys
 import zlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
@@ -96,6 +97,30 @@ def _combine(values: tuple[object, ...]) -> int:
     for value in values:
         result = ((result * 1000003) ^ stable_hash(value)) & _MASK64
     return result
+
+
+OWN_HASH_INTS = sys.hash_info.modulus
+"""Every int in ``[0, OWN_HASH_INTS)`` (2**61 - 1 on 64-bit CPython) is its own :func:`stable_hash`,
+so a partitioned edge takes it as it is, without a call."""
+
+
+class EventKey:
+    """The partition key of a ``(timestamp, item)`` event: ``item_key(item)``.
+
+    A class rather than a lambda so that a partitioned edge can call ``item_key`` on the items
+    themselves (one call of the user's key function per item instead of two).
+    """
+
+    __slots__ = ("item_key",)
+
+    def __init__(self, item_key: Callable[[Any], Any]) -> None:
+        self.item_key = item_key
+
+    def __call__(self, event: tuple[int, Any]) -> Any:
+        return self.item_key(event[1])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (EventKey, (self.item_key,))
 
 
 class Partitioner(Protocol):
