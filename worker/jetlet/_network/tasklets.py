@@ -200,7 +200,8 @@ class SenderTasklet(Tasklet):
     member a fixed amount beyond its items (encoding, a frame, a wake-up of the network thread,
     which then takes the GIL from the cooperative thread, the same at the receiver): sending on
     every pass made packets of a pass's share of a chunk (about 500 NEXMark events, 17 on Q4's
-    second edge), and on two members on two cores Q4 ran slower than on one.
+    second edge); waiting up to 2 ms doubled them and made Q4 and Q6 on two members about 1.1
+    times as fast (bench/RESULTS.md).
     """
 
     def __init__(
