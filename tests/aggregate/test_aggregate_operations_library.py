@@ -585,3 +585,19 @@ def test_an_ungrouped_aggregation_folds_each_inbox_with_the_batch_function() -> 
     op = _summing_prices_by_batch(calls).and_combine(lambda a, b: a + b)
     verify_processor(processors.aggregate_p(op)).input(items).expect_output([sum(range(50))]).verify()
     assert calls["batch"] > 0 and calls["item"] == 0
+
+
+def test_an_operation_rebuilt_with_another_accumulate_function_no_longer_uses_the_batch_function() -> None:
+    calls: Counter[str] = Counter()
+    items = [("a", 3), ("b", 4), ("c", 5)]
+    with_batch = _summing_prices_by_batch(calls)
+    # filtering (as mapping and flat_mapping) puts its own accumulate function in front: the fold
+    # must filter, not sum every item through the batch function
+    filtered = agg.filtering(lambda item: item[0] != "b", with_batch)
+    assert filtered.fold_fn(0)(0, items) == 8
+    # so does a later and_accumulate
+    counted = with_batch.and_accumulate(lambda acc, _item: acc + 1)
+    assert counted.fold_fn(0)(0, items) == 3
+    assert calls["batch"] == 0
+    with pytest.raises(ValueError, match=r"call and_accumulate\(fn\) first"):
+        agg.AggregateOperation.with_create(int).and_accumulate_batch(lambda acc, items: acc)

@@ -76,6 +76,18 @@ def test_three_quarters_of_the_queues_or_the_windows_room_go_at_once() -> None:
     assert small.call().made_progress and _items(small_sent) == list(range(10))
 
 
+def test_what_the_window_held_back_goes_on_the_next_call_without_waiting_again() -> None:
+    sender, sent, queue, _clock = _sender(timeout_ms=5, window=10)
+    queue.offer_batch(list(range(20)))
+    assert sender.call().made_progress and _items(sent) == list(range(10))
+    # when the receiver's ack makes room, the ten held back go at once: they have waited already
+    sender.on_ack(remote.Ack(7, 3, 1, 10, 100))
+    assert sender.call().made_progress and _items(sent) == list(range(20))
+    # and a new item after that waits again
+    queue.offer_batch([20])
+    assert not sender.call().made_progress and len(sent) == 2
+
+
 def test_control_items_alone_go_at_once_and_behind_data_they_wait_with_it() -> None:
     sender, sent, queue, clock = _sender(timeout_ms=5)
     queue.offer_control(wm.Watermark(7))

@@ -188,6 +188,7 @@ Send = Callable[[int, object], None]
 
 
 _WAITING = ProgressState.of(False, False)
+_LONG_AGO = float("-inf")
 
 
 class SenderTasklet(Tasklet):
@@ -293,7 +294,6 @@ class SenderTasklet(Tasklet):
     def call(self) -> ProgressState:
         if self._buffer_timeout_s and self._should_wait():
             return _WAITING
-        self._waiting_since = None
         chunks: list[tuple[int, int, int, Any]] = []
         budget = min(self._packet_limit, self.window.room())
         bytes_checked = not self.max_in_flight_bytes
@@ -348,6 +348,8 @@ class SenderTasklet(Tasklet):
             in_flight = self.sent_items - self.receiver_processed
             if in_flight > self.max_in_flight:
                 self.max_in_flight = in_flight
+        # What the window or the byte bound held back has waited already: it goes on the next call.
+        self._waiting_since = _LONG_AGO if self._held else None
         done = len(self._finished) == len(self.queues) and not self._held
         return ProgressState.of(bool(chunks), done)
 

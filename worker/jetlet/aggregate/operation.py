@@ -59,6 +59,9 @@ class AggregateOperation(Generic[A, R]):
     """A cheap copy of an accumulator for snapshots; :data:`IDENTITY` for immutable ones; None: pickle it."""
     accumulate_batch_fn: Callable[[A, list[Any]], A] | None = None
     """Folds a list of items of input 0 at once, as the accumulate function would one by one; None: none."""
+    accumulate_batch_of: Callable[[A, Any], A] | None = None
+    """The accumulate function of input 0 that ``accumulate_batch_fn`` folds like: an operation rebuilt
+    with another one (``filtering``, ``mapping``, a later ``and_accumulate``) no longer uses it."""
 
     @staticmethod
     def with_create(create_fn: Callable[[], A]) -> AggregateOperation[A, A]:
@@ -100,7 +103,13 @@ class AggregateOperation(Generic[A, R]):
         """
         if not callable(fn):
             raise TypeError(f"and_accumulate_batch needs a callable, got {fn!r}")
-        return dataclasses.replace(self, accumulate_batch_fn=fn)
+        one_by_one = self.accumulate_fns[0] if self.accumulate_fns else None
+        if one_by_one is None:
+            raise ValueError(
+                "and_accumulate_batch folds like the accumulate function of input 0: "
+                "call and_accumulate(fn) first"
+            )
+        return dataclasses.replace(self, accumulate_batch_fn=fn, accumulate_batch_of=one_by_one)
 
     def and_combine(self, fn: Callable[[A, A], A]) -> AggregateOperation[A, R]:
         """``fn(left, right) -> acc``: merge two partial accumulators."""
@@ -144,6 +153,7 @@ class AggregateOperation(Generic[A, R]):
             finish,
             self.copy_fn,
             self.accumulate_batch_fn,
+            self.accumulate_batch_of,
         )
 
     def and_then(self, fn: Callable[[R], R2]) -> AggregateOperation[A, R2]:
@@ -166,13 +176,15 @@ class AggregateOperation(Generic[A, R]):
     def fold_fn(self, ordinal: int = 0) -> Callable[[A, list[Any]], A]:
         """``fold(acc, items) -> acc``: the items of input ``ordinal`` folded in, in order.
 
-        The batch function for input 0 when there is one (:meth:`and_accumulate_batch`), otherwise
-        the accumulate function applied by :func:`functools.reduce` (a loop in C, a call per item).
+        The batch function for input 0 when there is one (:meth:`and_accumulate_batch`) and input 0's
+        accumulate function is still the one it was given beside, otherwise the accumulate function
+        applied by :func:`functools.reduce` (a loop in C, a call per item).
         """
+        accumulate = self.accumulate_fn(ordinal)
         batch_fn = self.accumulate_batch_fn
-        if ordinal == 0 and batch_fn is not None:
+        if ordinal == 0 and batch_fn is not None and accumulate is self.accumulate_batch_of:
             return batch_fn
-        return functools.partial(_reduce, self.accumulate_fn(ordinal))
+        return functools.partial(_reduce, accumulate)
 
     def require_combine(self) -> Callable[[A, A], A]:
         """The combine function; a clear error for operations that cannot combine."""
