@@ -2,9 +2,10 @@
 
 A *batch step* is a function ``list -> list`` (a map, a filter, a flat-map,
 a peek, or several of them composed by the planner's fusion pass). The
-processor takes as many items from the inbox as the outbox has room for,
-runs the step once over that chunk and emits the result with one
-``offer_batch``.
+processor takes as many items from the inbox as the outbox has room for
+the outputs of (:mod:`~jetlet.core.processors.chunking`: a filter that keeps
+one item in fifty takes fifty times the room), runs the step once over that
+chunk and emits the result with one ``offer_batch``.
 
 The chunk is copied out of the inbox (in C) and its items stay there until
 the step's outputs are all emitted: a step may emit more items than it was
@@ -22,17 +23,19 @@ from typing import Any
 
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor
+from jetlet.core.processors import chunking
 
 BatchStep = Callable[[list[Any]], list[Any]]
 
 
 class ChainP(processor.Processor):
-    """Runs a batch step over chunks of the inbox sized to the outbox's room."""
+    """Runs a batch step over chunks of the inbox sized to the outbox's room for their outputs."""
 
     def __init__(self, step: BatchStep, cooperative: bool = True) -> None:
         self._step = step
         self._cooperative = cooperative
         self._pending: list[Any] | None = None
+        self._sizer = chunking.ChunkSizer()
         self._chunk_size = 0
         """The inbox items whose outputs are pending (they leave the inbox once those are out)."""
 
@@ -50,12 +53,15 @@ class ChainP(processor.Processor):
             self._pending = None
             inbox.discard(self._chunk_size)  # the chunk, held back until its outputs were out
         step = self._step
+        sizer = self._sizer
         while inbox:
             room = outbox.room()
             if room <= 0:
                 return
-            count = min(room, len(inbox))
-            out = step(list(inbox) if count == len(inbox) else list(itertools.islice(inbox, count)))
+            available = len(inbox)
+            count = sizer.inputs_for(room, available)
+            out = step(list(inbox) if count == available else list(itertools.islice(inbox, count)))
+            sizer.observed(count, len(out))
             if out:
                 taken = outbox.offer_batch(out)
                 if taken < len(out):

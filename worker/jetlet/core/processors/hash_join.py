@@ -27,7 +27,9 @@ probe items), so, like Jet's assertion, a build item that arrives after a
 probe item was joined fails the job with an error naming the fix.
 
 Probing works a chunk at a time, as the chain processor does: it takes as
-many probe items as the outbox has room for, joins them in one pass (one
+many probe items as the outbox has room for the outputs of (sized by the
+last chunk's outputs per item, :mod:`~jetlet.core.processors.chunking`),
+joins them in one pass (one
 clause, the common case, in a loop with no per-item calls of its own) and
 offers the outputs with one ``offer_batch``. The chunk stays in the inbox
 until all of its outputs are out (a key with several values emits several
@@ -51,6 +53,7 @@ from typing import Any
 
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor, snapshot_keys, snapshot_writer
+from jetlet.core.processors import chunking
 from jetlet.errors import require_callable
 
 KeyFn = Callable[[Any], Hashable]
@@ -132,6 +135,7 @@ class HashJoinP(processor.Processor):
         self._tables: list[dict[Any, list[Any]]] = [{} for _ in self._clauses]
         self._probed = False
         self._pending: list[Any] = []
+        self._sizer = chunking.ChunkSizer()
         self._chunk_size = 0
         """How many inbox items' outputs are pending (they leave the inbox once those are out)."""
         self._snapshot = snapshot_writer.SnapshotWriter()
@@ -175,12 +179,15 @@ class HashJoinP(processor.Processor):
             inbox.discard(self._chunk_size)  # the chunk, held back until its outputs were out
         self._probed = True
         join = self._join_one if len(self._clauses) == 1 else self._join_many
+        sizer = self._sizer
         while inbox:
             room = outbox.room()
             if room <= 0:
                 return
-            count = min(room, len(inbox))
-            outputs = join(list(inbox) if count == len(inbox) else list(itertools.islice(inbox, count)))
+            available = len(inbox)
+            count = sizer.inputs_for(room, available)
+            outputs = join(list(inbox) if count == available else list(itertools.islice(inbox, count)))
+            sizer.observed(count, len(outputs))
             if outputs:
                 taken = outbox.offer_batch(outputs)
                 if taken < len(outputs):

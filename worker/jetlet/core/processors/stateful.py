@@ -35,6 +35,7 @@ from typing import Any
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor, snapshot_writer
 from jetlet.core import watermark as wm
+from jetlet.core.processors import chunking
 
 KeyFn = Callable[[Any], Hashable]
 
@@ -71,6 +72,7 @@ class StatefulP(processor.Processor):
         self._copy_fn = copy_fn
         self._states: dict[Any, list[Any]] = {}  # key -> [state, latest event time]
         self._pending: list[Any] = []
+        self._sizer = chunking.ChunkSizer()
         self._pending_watermark: wm.Watermark | None = None
         self._snapshot = snapshot_writer.SnapshotWriter()
         self._loan = snapshot_writer.Loan({})
@@ -91,12 +93,13 @@ class StatefulP(processor.Processor):
         keyed = key_fn is not None
         loan = self._loan
         lent = loan.unclaimed
+        sizer = self._sizer
         while inbox:
             room = outbox.room()
             if room <= 0:
                 return
             chunk: list[Any] = []
-            inbox.drain_to(chunk, min(room, len(inbox)) - 1)
+            inbox.drain_to(chunk, sizer.inputs_for(room, len(inbox)) - 1)
             chunk.append(inbox.peek())
             out: list[Any] = []
             for element in chunk:
@@ -119,6 +122,7 @@ class StatefulP(processor.Processor):
                         out.append((ts, result) if timestamped else result)
                 elif result is not None:
                     out.extend([(ts, r) for r in result] if timestamped else result)
+            sizer.observed(len(chunk), len(out))
             self._pending = out
             if not self._flush():
                 return

@@ -1,12 +1,12 @@
 """Stateless processors: map, filter and flat_map over whole batches.
 
 They work on the inbox a batch at a time instead of an item at a time: map
-and filter take at most as many items as the outbox has room for, transform
-them with one list comprehension and emit the result with one
-``offer_batch``; since each input gives at most one output, it always fits.
-flat_map keeps the item it is expanding at the head of the inbox until every
-output of it has been emitted, so nothing is held outside the inbox when the
-outbox fills (and a snapshot never misses an item).
+and filter are chain processors (:mod:`~jetlet.core.processors.chain`) of
+one list comprehension, each chunk sized to the outputs the outbox has
+room for and emitted with one ``offer_batch``. flat_map keeps the item it
+is expanding at the head of the inbox until every output of it has been
+emitted, so nothing is held outside the inbox when the outbox fills (and a
+snapshot never misses an item).
 
 Like Jet, a map or flat_map result of ``None`` means "no output".
 """
@@ -18,26 +18,7 @@ from typing import Any
 
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor
-
-
-class _ChunkP(processor.Processor):
-    """Applies ``transform`` to chunks no bigger than the outbox's room."""
-
-    def __init__(self, transform: Callable[[list[Any]], list[Any]]) -> None:
-        self._transform = transform
-
-    def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
-        outbox = self.outbox
-        transform = self._transform
-        while inbox:
-            room = outbox.room()
-            if room <= 0:
-                return
-            chunk: list[Any] = []
-            inbox.drain_to(chunk, room)
-            out = transform(chunk)
-            if out:
-                outbox.offer_batch(out)
+from jetlet.core.processors import chain
 
 
 def map_p(fn: Callable[[Any], Any]) -> processor.ProcessorFactory:
@@ -46,7 +27,7 @@ def map_p(fn: Callable[[Any], Any]) -> processor.ProcessorFactory:
     def transform(chunk: list[Any]) -> list[Any]:
         return [result for item in chunk if (result := fn(item)) is not None]
 
-    return lambda: _ChunkP(transform)
+    return chain.chain_p(transform)
 
 
 def filter_p(predicate: Callable[[Any], bool]) -> processor.ProcessorFactory:
@@ -55,7 +36,7 @@ def filter_p(predicate: Callable[[Any], bool]) -> processor.ProcessorFactory:
     def transform(chunk: list[Any]) -> list[Any]:
         return [item for item in chunk if predicate(item)]
 
-    return lambda: _ChunkP(transform)
+    return chain.chain_p(transform)
 
 
 class _FlatMapP(processor.Processor):
