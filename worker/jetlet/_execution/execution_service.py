@@ -12,7 +12,15 @@ itself, it *marks* that worker's last tasklet. The owner sees the mark before
 its next call of that tasklet and hands it over, so a tasklet is never run by
 two threads at once, and never moved in the middle of a call.
 
-A non-cooperative tasklet gets a thread of its own with the same loop.
+A non-cooperative tasklet gets a thread of its own with the same loop. A
+blocking *sink* (no output edges, only queues in) parks up to
+:data:`_MAX_INPUT_PARK_S` instead, and its queues wake it when something
+arrives (:meth:`~jetlet._execution.progress.Tasklet.wake_on_input`). Polling
+every millisecond, an idle sink's thread took the GIL from the cooperative
+thread a thousand times a second; on NEXMark Q3 over two members (the
+benchmark's list sink idle) the job ran 8-31 % faster once it parked for 10
+ms (bench/RESULTS.md). Only what arrives outside its queues waits up to the
+longer park: a cancellation, a snapshot's commit.
 
 While jobs run, the cyclic garbage collector runs only when the heap has
 grown (:mod:`jetlet._execution.gc_policy`). A cooperative worker tells
@@ -43,6 +51,8 @@ _SPIN_PASSES = 2
 _YIELD_PASSES = 4
 _MIN_PARK_S = 10e-6
 _MAX_PARK_S = 1e-3
+_MAX_INPUT_PARK_S = 0.02
+"""The longest park of a blocking sink's thread, which its input queues wake at once."""
 _EMPTY_PARK_S = 0.05
 
 
@@ -151,13 +161,14 @@ def _dismiss(entry: _Entry) -> None:
 
 
 class _Backoff:
-    """Spin, yield, then park with doubling timeouts up to 1 ms."""
+    """Spin, yield, then park with doubling timeouts up to ``max_park`` (1 ms); ``wake`` ends a park."""
 
-    __slots__ = ("_idle", "_wake")
+    __slots__ = ("_idle", "_max_park", "_wake")
 
-    def __init__(self, wake: threading.Event) -> None:
+    def __init__(self, wake: threading.Event, max_park: float = _MAX_PARK_S) -> None:
         self._wake = wake
         self._idle = 0
+        self._max_park = max_park
 
     def reset(self) -> None:
         self._idle = 0
@@ -170,7 +181,7 @@ class _Backoff:
         if idle <= _SPIN_PASSES + _YIELD_PASSES:
             time.sleep(0)
             return
-        park = min(_MAX_PARK_S, _MIN_PARK_S * (1 << min(idle - _SPIN_PASSES - _YIELD_PASSES, 10)))
+        park = min(self._max_park, _MIN_PARK_S * (1 << min(idle - _SPIN_PASSES - _YIELD_PASSES, 12)))
         if self._wake.wait(park):
             self._wake.clear()
 
@@ -309,7 +320,7 @@ class TaskletExecutionService:
 
     def _run_blocking(self, entry: _Entry) -> None:
         wake = threading.Event()
-        backoff = _Backoff(wake)
+        backoff = _Backoff(wake, _MAX_INPUT_PARK_S if entry.tasklet.wake_on_input(wake) else _MAX_PARK_S)
         try:
             while True:
                 if self.shutting_down:

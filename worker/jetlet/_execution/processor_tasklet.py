@@ -47,6 +47,7 @@ markers; a sink (inputs, no outputs) that received items calls
 from __future__ import annotations
 
 import enum
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -233,6 +234,15 @@ class ProcessorTasklet(Tasklet):
             progressed = True
             self._deliver()
         return _MADE_PROGRESS if (moved or progressed) else _NO_PROGRESS
+
+    def wake_on_input(self, wake: threading.Event) -> bool:
+        if self._collectors or not self._groups:
+            return False  # output to push on, or a source: it polls
+        for group in self._groups:
+            for stream in group:
+                for queue in stream.queues:
+                    queue.consumer_wake = wake
+        return True
 
     # -- delivering output -------------------------------------------------
     def _deliver(self) -> tuple[bool, bool]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import threading
 
 
 class ProgressState(enum.Enum):
@@ -59,6 +60,12 @@ class Tasklet(abc.ABC):
 
     def close(self) -> None:
         """Called once when the tasklet finishes, fails or is cancelled."""
+
+    def wake_on_input(self, wake: threading.Event) -> bool:
+        """Have ``wake`` set whenever input reaches this tasklet; True if that is all it waits for when
+        idle (a sink: no output to push on, no outside source to poll), so that its thread may park
+        long between inputs. The default: False, nothing arranged."""
+        return False
 
 
 def call_times(tasklet: Tasklet) -> dict[str, int]:

@@ -16,6 +16,9 @@ The producer computes the size as ``_added - _removed``; a stale ``_removed``
 only makes the queue look fuller than it is, so the capacity is never
 exceeded, and the high-water mark (what the producer saw) is an upper bound.
 One batch costs one append and one counter update, whatever its length.
+A queue whose consumer is a blocking sink's thread also sets that thread's
+``consumer_wake`` event, so the thread can park between inputs instead of
+polling (:mod:`~jetlet._execution.execution_service`).
 
 With ``max_bytes`` the queue is bounded in bytes as well (estimated by
 :func:`~jetlet._execution.sizing.item_bytes`, once per batch): a batch goes in
@@ -34,6 +37,7 @@ in by the item bound until the next weighing.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import Any, Final
 
@@ -69,6 +73,7 @@ class SpscQueue:
         "_marks",
         "_removed",
         "capacity",
+        "consumer_wake",
         "high_water_mark",
         "max_bytes",
         "name",
@@ -92,6 +97,8 @@ class SpscQueue:
         """Batches still to take without weighing them (items light enough: the item bound is stricter)."""
         self._light_type: type | None = None
         self._light_weight = 0
+        self.consumer_wake: threading.Event | None = None
+        """Set whenever something is enqueued, when the consumer parks on it (a blocking sink's thread)."""
 
     # -- producer side ---------------------------------------------------
     def room(self) -> int:
@@ -159,6 +166,9 @@ class SpscQueue:
         """Append ``batch`` (``count`` elements of ``weight`` bytes each, ``units`` items or rows against
         the capacity), move the counters and the high-water mark; return ``count``."""
         self._batches.append(batch)
+        wake = self.consumer_wake
+        if wake is not None and not wake.is_set():
+            wake.set()
         added = self._added + units
         self._added = added
         if weight:
@@ -192,6 +202,9 @@ class SpscQueue:
     def offer_control(self, item: object) -> None:
         """Enqueue a control item; they do not count against the capacity."""
         self._batches.append(item)
+        wake = self.consumer_wake
+        if wake is not None and not wake.is_set():
+            wake.set()
 
     # -- consumer side ---------------------------------------------------
     def poll(self) -> Any:
