@@ -46,6 +46,8 @@ def test_given_a_slow_sink_when_ten_million_items_flow_then_queues_and_memory_st
     with jetlet.embedded() as jet:
         start_rss = process.memory_info().rss
         job = jet.new_job(dag)
+        assert job.plan is not None  # the execution: the job lets go of it once it ends
+        queues = job.plan.queues
         # When it runs, sampling the resident memory until it ends
         peak_rss = start_rss
         samples = 0
@@ -53,8 +55,6 @@ def test_given_a_slow_sink_when_ten_million_items_flow_then_queues_and_memory_st
             peak_rss = max(peak_rss, process.memory_info().rss)
             samples += 1
         job.join()
-        assert job.plan is not None
-        queues = job.plan.queues
 
     # Then every item arrived once, no queue ever held more than its capacity, and memory stayed flat
     assert totals == [ITEMS, ITEMS * (ITEMS - 1)]

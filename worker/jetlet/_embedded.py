@@ -56,6 +56,8 @@ class EmbeddedJob(job_mod.Job):
         self.start_time = 0
         self.tracker = execution_service.ExecutionTracker(name, self._on_done)
         self.plan: execution_plan.ExecutionPlan | None = None
+        """The running execution; None before it starts and once it ended (its final metrics are kept)."""
+        self._final_metrics: job_metrics.JobMetrics | None = None
         self._timer: threading.Timer | None = None
 
     @property
@@ -116,16 +118,26 @@ class EmbeddedJob(job_mod.Job):
             self._timer.cancel()
             if self._timer is not threading.current_thread():
                 self._timer.join()
-        if self.plan is not None:
-            self.plan.close_suppliers(error)
+        plan = self.plan
+        if plan is not None:
+            plan.close_suppliers(error)
         self.completion_time = int(time.time() * 1000)
         self._status = job_mod.JobStatus.FAILED if error is not None else job_mod.JobStatus.COMPLETED
+        if plan is not None:
+            # The instance keeps its jobs (their status, their metrics); not their executions: the
+            # tasklets, queues and processors' state of every finished job stayed reachable before.
+            self._final_metrics = self._measure(plan)
+            self.plan = None
 
     def metrics(self) -> job_metrics.JobMetrics:
         """The job's measurements (:mod:`jetlet._metrics.samples`, ``member="embedded"``); it also reads as
         the mapping of tasklet name to its counters (:meth:`ProcessorTasklet.metrics`)."""
-        if self.plan is None:
-            return job_metrics.JobMetrics(())
+        plan = self.plan
+        if plan is None:
+            return self._final_metrics or job_metrics.JobMetrics(())
+        return self._measure(plan)
+
+    def _measure(self, plan: execution_plan.ExecutionPlan) -> job_metrics.JobMetrics:
         labels = {
             "job_id": self.id_string,
             "job_name": self._name,
@@ -133,9 +145,9 @@ class EmbeddedJob(job_mod.Job):
             "member": EMBEDDED_MEMBER,
         }
         view = samples.ExecutionView(
-            labels, self.plan, start_time_ms=self.start_time, completion_time_ms=self.completion_time or 0
+            labels, plan, start_time_ms=self.start_time, completion_time_ms=self.completion_time or 0
         )
-        legacy = {t.name: t.metrics() for t in self.plan.tasklets}
+        legacy = {t.name: t.metrics() for t in plan.tasklets}
         return job_metrics.JobMetrics(samples.execution_measurements(view), legacy)
 
 

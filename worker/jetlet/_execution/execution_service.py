@@ -228,22 +228,8 @@ class _CooperativeWorker:
                 if self.wake.wait(_EMPTY_PARK_S):
                     self.wake.clear()
                 continue
-            progress = False
             self.iterations += 1
-            for entry in tasklets:
-                request = self.steal_request
-                if request is not None and request[0] is entry:
-                    self._hand_over(entry, request[1])
-                    continue
-                outcome = _run_step(entry)
-                if outcome is None:
-                    self._remove(entry)
-                    _dismiss(entry)
-                    self._try_steal()
-                    progress = True
-                elif outcome:
-                    progress = True
-            if progress:
+            if self._pass(tasklets):
                 if not busy:
                     gil_yield.busy(self)
                     busy = True
@@ -257,6 +243,25 @@ class _CooperativeWorker:
             entry.tracker.cancel("stopped: the instance shut down")
             _dismiss(entry)
         self.tasklets = []
+
+    def _pass(self, tasklets: list[_Entry]) -> bool:
+        """One call of each tasklet; True if any made progress. (A method of its own, so that no local
+        of the loop keeps a finished job's tasklet alive while the worker idles.)"""
+        progress = False
+        for entry in tasklets:
+            request = self.steal_request
+            if request is not None and request[0] is entry:
+                self._hand_over(entry, request[1])
+                continue
+            outcome = _run_step(entry)
+            if outcome is None:
+                self._remove(entry)
+                _dismiss(entry)
+                self._try_steal()
+                progress = True
+            elif outcome:
+                progress = True
+        return progress
 
     def _hand_over(self, entry: _Entry, thief: _CooperativeWorker) -> None:
         with self.service.lock:
