@@ -110,7 +110,17 @@ def window_event(start: int, end: int, _key: Any, result: Any, is_early: bool) -
 
 
 GLOBAL_KEY: KeyFn = ().count
-"""The key of every item of a global (non-keyed) window: 0, computed in C (``().count(item)``)."""
+"""The key of every item of a global (non-keyed) window: 0, computed in C (``().count(item)``).
+
+Processors test for it by identity (:func:`as_global_key` first): a pickled copy, as a member
+receives it with the job, is another bound method object, equal to this one but not it."""
+
+
+def as_global_key(key_fn: KeyFn) -> KeyFn:
+    """:data:`GLOBAL_KEY` itself for any copy of it (a member unpickles its own), else ``key_fn``."""
+    if type(key_fn) is type(GLOBAL_KEY) and key_fn == GLOBAL_KEY:
+        return GLOBAL_KEY
+    return key_fn
 
 _ENTRY_TIMESTAMP: TimestampFn = operator.attrgetter("timestamp")
 _ENTRY_KEY: KeyFn = operator.attrgetter("key")
@@ -193,7 +203,7 @@ class SlidingWindowP(processor.Processor):
         events: bool = False,
     ) -> None:
         self._events = events
-        self._key_fns = list(key_fns)
+        self._key_fns = [as_global_key(key_fn) for key_fn in key_fns]
         self._timestamp_fns = list(timestamp_fns)
         self._accumulate_fns = list(accumulate_fns)
         self._folds = [] if frame_timestamps else [op.fold_fn(i) for i in range(len(self._accumulate_fns))]
