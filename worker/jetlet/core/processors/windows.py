@@ -122,6 +122,7 @@ def as_global_key(key_fn: KeyFn) -> KeyFn:
         return GLOBAL_KEY
     return key_fn
 
+
 _ENTRY_TIMESTAMP: TimestampFn = operator.attrgetter("timestamp")
 _ENTRY_KEY: KeyFn = operator.attrgetter("key")
 _ENTRY_VALUE = operator.attrgetter("value")
