@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
+
+import pytest
 
 from jetlet import config
 from jetlet._execution import execution_service
@@ -36,16 +39,21 @@ def _context() -> ProcessorContext:
 
 
 class _BlockingCollector(Processor):
-    """A non-cooperative sink that keeps what it gets."""
+    """A non-cooperative sink that keeps what it gets and counts its idle calls."""
 
     def __init__(self) -> None:
         self.seen: list[Any] = []
+        self.idle_calls = 0
 
     def is_cooperative(self) -> bool:
         return False
 
     def process(self, ordinal: int, inbox: Inbox) -> None:
         self.seen.extend(inbox.take_all())
+
+    def try_process(self) -> bool:
+        self.idle_calls += 1
+        return True
 
 
 def _tasklet(processor: Processor, source: SpscQueue, output: SpscQueue | None) -> ProcessorTasklet:
@@ -73,29 +81,58 @@ def test_given_a_tasklet_with_output_then_it_keeps_polling_and_input_sets_nothin
     assert not wake.is_set()
 
 
-def test_given_a_set_wake_when_backing_off_then_the_park_ends_at_once_and_clears_it() -> None:
+def test_given_a_set_wake_when_backing_off_then_no_park_waits_for_its_length() -> None:
     wake = threading.Event()
-    backoff = execution_service._Backoff(wake, max_park=3600.0)  # a park that would outlast the test
+    backoff = execution_service._Backoff(wake)
     for _ in range(execution_service._SPIN_PASSES + execution_service._YIELD_PASSES):
-        backoff.idle()  # spins and sleep(0): no park yet
-    for _ in range(20):  # parks, doubling up to the longest
+        backoff.idle(max_park=3600.0)  # spins and sleep(0): no park yet
+    for _ in range(24):  # parks, doubling up to the longest (about 10 s each without the wake)
         wake.set()
-        backoff.idle()
+        started = time.monotonic()
+        backoff.idle(max_park=3600.0)
+        assert time.monotonic() - started < 1.0
         assert not wake.is_set()
 
 
-def test_given_a_blocking_sink_in_the_service_when_fed_batch_by_batch_then_each_is_taken_then_ends() -> None:
-    service = TaskletExecutionService()
+def test_given_a_blocking_sink_in_the_service_when_idle_then_it_parks_long_and_takes_each_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parks: list[float] = []
+    idle = execution_service._Backoff.idle
+
+    def recording_idle(backoff: Any, max_park: float = execution_service._MAX_PARK_S) -> None:
+        parks.append(max_park)
+        idle(backoff, max_park)
+
+    monkeypatch.setattr(execution_service._Backoff, "idle", recording_idle)
+    service = TaskletExecutionService(cooperative_thread_count=1)
     source = SpscQueue(16)
     sink = _BlockingCollector()
     tracker = ExecutionTracker("sink")
     try:
         service.submit([_tasklet(sink, source, None)], tracker)
-        for n in range(1, 6):  # each batch after the sink has gone idle (parked) on the one before
+        for n in range(1, 4):  # each batch after the sink has gone idle on the one before
+            idle_before = sink.idle_calls
+            wait_until(lambda before=idle_before: sink.idle_calls > before + 8, "the sink idles")
             assert source.offer_batch([n]) == 1
             wait_until(lambda n=n: sink.seen == list(range(1, n + 1)), f"batch {n} taken")
         source.offer_control(DONE_ITEM)
         tracker.future.result(timeout=10)
     finally:
         service.shutdown()
-    assert sink.seen == [1, 2, 3, 4, 5]
+    assert sink.seen == [1, 2, 3]
+    # while it waited for input alone it parked long (its queue wakes it); the cooperative
+    # worker's own backoff kept the 1 ms park
+    assert execution_service._MAX_INPUT_PARK_S in parks
+
+
+def test_given_a_sink_when_its_inputs_end_or_it_has_outputs_then_it_no_longer_waits_for_input_alone() -> None:
+    source = SpscQueue(16)
+    sink = _tasklet(_BlockingCollector(), source, None)
+    sink.init()
+    assert sink.waits_for_input_alone()  # taking input, no snapshots: only input can give it work
+    source.offer_control(DONE_ITEM)
+    for _ in range(10):  # bounded: the done marker ends its input, then it completes
+        if sink.call().is_done:
+            break
+        assert not sink.waits_for_input_alone()

@@ -134,7 +134,7 @@ class EmbeddedJob(job_mod.Job):
         the mapping of tasklet name to its counters (:meth:`ProcessorTasklet.metrics`)."""
         plan = self.plan
         if plan is None:
-            return self._final_metrics or job_metrics.JobMetrics(())
+            return self._final_metrics if self._final_metrics is not None else job_metrics.JobMetrics(())
         return self._measure(plan)
 
     def _measure(self, plan: execution_plan.ExecutionPlan) -> job_metrics.JobMetrics:

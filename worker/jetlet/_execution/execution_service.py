@@ -13,14 +13,17 @@ its next call of that tasklet and hands it over, so a tasklet is never run by
 two threads at once, and never moved in the middle of a call.
 
 A non-cooperative tasklet gets a thread of its own with the same loop. A
-blocking *sink* (no output edges, only queues in) parks up to
-:data:`_MAX_INPUT_PARK_S` instead, and its queues wake it when something
-arrives (:meth:`~jetlet._execution.progress.Tasklet.wake_on_input`). Polling
-every millisecond, an idle sink's thread took the GIL from the cooperative
-thread a thousand times a second; on NEXMark Q3 over two members (the
-benchmark's list sink idle) the job ran 8-31 % faster once it parked for 10
-ms (bench/RESULTS.md). Only what arrives outside its queues waits up to the
-longer park: a cancellation, a snapshot's commit.
+blocking *sink* (no output edges, only queues in) whose queues wake it when
+something arrives (:meth:`~jetlet._execution.progress.Tasklet.wake_on_input`)
+parks up to :data:`_MAX_INPUT_PARK_S` instead while it waits for input alone
+(:meth:`~jetlet._execution.progress.Tasklet.waits_for_input_alone`: taking
+input, no snapshots to commit, nothing held), and 1 ms otherwise. Polling every
+millisecond, an idle sink's thread took the GIL from the cooperative thread a
+thousand times a second; on NEXMark Q3 over two members (the benchmark's list
+sink idle) the job ran 0.3-26 % faster per paired round (bench/RESULTS.md).
+What does not come through its queues (a cancellation, the instance's
+shutdown, a timer the processor checks in ``try_process``) then waits up to
+that park.
 
 While jobs run, the cyclic garbage collector runs only when the heap has
 grown (:mod:`jetlet._execution.gc_policy`). A cooperative worker tells
@@ -52,7 +55,10 @@ _YIELD_PASSES = 4
 _MIN_PARK_S = 10e-6
 _MAX_PARK_S = 1e-3
 _MAX_INPUT_PARK_S = 0.02
-"""The longest park of a blocking sink's thread, which its input queues wake at once."""
+"""The longest park of a blocking sink's thread while it waits for input alone (its queues wake it)."""
+_MAX_DOUBLINGS = 20
+_LONGEST_PARK_S = _MIN_PARK_S * (1 << _MAX_DOUBLINGS)
+"""No park is longer (about 10 s), whatever ``max_park`` a thread asks for."""
 _EMPTY_PARK_S = 0.05
 
 
@@ -161,19 +167,19 @@ def _dismiss(entry: _Entry) -> None:
 
 
 class _Backoff:
-    """Spin, yield, then park with doubling timeouts up to ``max_park`` (1 ms); ``wake`` ends a park."""
+    """Spin, yield, then park with doubling timeouts up to ``max_park`` (1 ms by default, at most
+    :data:`_LONGEST_PARK_S`); ``wake`` ends a park."""
 
-    __slots__ = ("_idle", "_max_park", "_wake")
+    __slots__ = ("_idle", "_wake")
 
-    def __init__(self, wake: threading.Event, max_park: float = _MAX_PARK_S) -> None:
+    def __init__(self, wake: threading.Event) -> None:
         self._wake = wake
         self._idle = 0
-        self._max_park = max_park
 
     def reset(self) -> None:
         self._idle = 0
 
-    def idle(self) -> None:
+    def idle(self, max_park: float = _MAX_PARK_S) -> None:
         self._idle += 1
         idle = self._idle
         if idle <= _SPIN_PASSES:
@@ -181,8 +187,8 @@ class _Backoff:
         if idle <= _SPIN_PASSES + _YIELD_PASSES:
             time.sleep(0)
             return
-        park = min(self._max_park, _MIN_PARK_S * (1 << min(idle - _SPIN_PASSES - _YIELD_PASSES, 12)))
-        if self._wake.wait(park):
+        doublings = min(idle - _SPIN_PASSES - _YIELD_PASSES, _MAX_DOUBLINGS)
+        if self._wake.wait(min(max_park, _MIN_PARK_S * (1 << doublings))):
             self._wake.clear()
 
 
@@ -325,7 +331,9 @@ class TaskletExecutionService:
 
     def _run_blocking(self, entry: _Entry) -> None:
         wake = threading.Event()
-        backoff = _Backoff(wake, _MAX_INPUT_PARK_S if entry.tasklet.wake_on_input(wake) else _MAX_PARK_S)
+        backoff = _Backoff(wake)
+        tasklet = entry.tasklet
+        woken_by_input = tasklet.wake_on_input(wake)
         try:
             while True:
                 if self.shutting_down:
@@ -335,6 +343,8 @@ class TaskletExecutionService:
                     break
                 if outcome:
                     backoff.reset()
+                elif woken_by_input and tasklet.waits_for_input_alone():
+                    backoff.idle(_MAX_INPUT_PARK_S)
                 else:
                     backoff.idle()
             _dismiss(entry)

@@ -244,6 +244,19 @@ class ProcessorTasklet(Tasklet):
                     queue.consumer_wake = wake
         return True
 
+    def waits_for_input_alone(self) -> bool:
+        # Taking input, with none held and none done: not a snapshot (the coordinator's phase-two
+        # commit comes from outside the queues, so a job with snapshots never parks long), not the
+        # end (complete, the final commit), not a watermark or an edge still to finish.
+        return (
+            self._state is _State.PROCESS_INPUT
+            and self._snapshots is None
+            and not self.inbox
+            and self._pending_watermark is None
+            and not self._edges_to_complete
+            and self._group_index < len(self._groups)
+        )
+
     # -- delivering output -------------------------------------------------
     def _deliver(self) -> tuple[bool, bool]:
         """Push buckets into collectors and flush; return (moved anything?, all delivered?)."""

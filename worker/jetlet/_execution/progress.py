@@ -62,9 +62,12 @@ class Tasklet(abc.ABC):
         """Called once when the tasklet finishes, fails or is cancelled."""
 
     def wake_on_input(self, wake: threading.Event) -> bool:
-        """Have ``wake`` set whenever input reaches this tasklet; True if that is all it waits for when
-        idle (a sink: no output to push on, no outside source to poll), so that its thread may park
-        long between inputs. The default: False, nothing arranged."""
+        """Have ``wake`` set whenever input reaches this tasklet; True if arranged (a sink: no output
+        to push on, no outside source to poll). The default: False, nothing arranged."""
+        return False
+
+    def waits_for_input_alone(self) -> bool:
+        """Whether, idle now, only new input can give it work (so its thread may park until woken)."""
         return False
 
 

@@ -18,13 +18,17 @@ stage cost 2.1 µs per event on the member whose downstream backed up
 against 0.09 on the other, and the job ran no faster than on one member.
 
 So a :class:`ChunkSizer` remembers the outputs per input of the step's last
-chunk and takes ``room / that ratio`` inputs: the whole inbox for a step
-that emitted nothing, ``room`` for a one-to-one map, fewer than ``room``
-for a flat-map that expands. The estimate is only an estimate; callers hold
-the outputs that did not fit as before.
+chunk and takes ``room / that ratio`` inputs: ``room`` for a one-to-one map,
+fewer for a flat-map that expands, and for a step that emitted nothing the
+whole inbox, up to :data:`MAX_INPUTS_PER_ROOM` times the room. The estimate
+is only an estimate; callers hold the outputs that did not fit as before.
 """
 
 from __future__ import annotations
+
+MAX_INPUTS_PER_ROOM = 256
+"""A chunk is at most this many times the outbox's room: a step that emitted nothing last time may
+expand the next chunk (a flat-map, a join's many matches), and what does not fit is held."""
 
 
 class ChunkSizer:
@@ -37,9 +41,11 @@ class ChunkSizer:
         self._outputs = 1
 
     def inputs_for(self, room: int, available: int) -> int:
-        """How many of ``available`` inputs (> 0) to take while the outbox has ``room`` (> 0)."""
-        if self._outputs * available <= room * self._inputs:
-            return available
+        """How many of ``available`` inputs (> 0) to take while the outbox has ``room`` (> 0): at
+        most :data:`MAX_INPUTS_PER_ROOM` times the room, should the next chunk expand after all."""
+        cap = min(available, room * MAX_INPUTS_PER_ROOM)
+        if self._outputs * cap <= room * self._inputs:
+            return cap
         return max(1, room * self._inputs // self._outputs)
 
     def observed(self, inputs: int, outputs: int) -> None:
