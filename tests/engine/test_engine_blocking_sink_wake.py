@@ -2,40 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any
 
 import pytest
 
-from jetlet import config
 from jetlet._execution import execution_service
 from jetlet._execution.execution_service import ExecutionTracker, TaskletExecutionService
 from jetlet._execution.inbound import InboundStream, WatermarkCoalescer
 from jetlet._execution.outbound import OutboundCollector
 from jetlet._execution.processor_tasklet import ProcessorTasklet
 from jetlet._execution.queues import DONE_ITEM, SpscQueue
-from jetlet.core import Inbox, Outbox, Processor, ProcessorContext, RoutingPolicy
-from jetlet.testing import wait_until
-
-
-def _context() -> ProcessorContext:
-    return ProcessorContext(
-        job_id=1,
-        job_name="test",
-        vertex_name="v",
-        member_count=1,
-        local_parallelism=1,
-        total_parallelism=1,
-        partition_count=271,
-        processing_guarantee=config.ProcessingGuarantee.NONE,
-        job_arguments={},
-        logger=logging.getLogger("test"),
-        member_index=0,
-        global_processor_index=0,
-        local_processor_index=0,
-    )
+from jetlet.core import Inbox, Outbox, Processor, RoutingPolicy
+from jetlet.testing import make_context, wait_until
 
 
 class _BlockingCollector(Processor):
@@ -59,7 +39,7 @@ class _BlockingCollector(Processor):
 def _tasklet(processor: Processor, source: SpscQueue, output: SpscQueue | None) -> ProcessorTasklet:
     collectors = [OutboundCollector([output], RoutingPolicy.UNICAST)] if output is not None else []
     streams = [InboundStream(0, 0, [source], WatermarkCoalescer(1), 0)]
-    return ProcessorTasklet("p#0", processor, _context(), Outbox(len(collectors)), streams, collectors)
+    return ProcessorTasklet("p#0", processor, make_context(), Outbox(len(collectors)), streams, collectors)
 
 
 def test_given_a_sink_when_input_arrives_then_its_wake_event_is_set() -> None:
