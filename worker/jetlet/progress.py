@@ -101,7 +101,8 @@ def counts(metrics: job_metrics.JobMetrics, sources: frozenset[str], sinks: froz
     """The progress in a job's labelled metrics (``job.metrics()``), summed over members and processors.
 
     A processor's ``emittedCount`` is per output ordinal and an item goes to every output, so a
-    source's items read are its largest ordinal's count.
+    source's items read are its largest ordinal's count; when stateless stages run in the source
+    (the planner's source chaining) it says what it read in ``sourceReadCount``.
 
     >>> M = job_metrics.Measurement
     >>> metrics = job_metrics.JobMetrics([
@@ -121,6 +122,9 @@ def counts(metrics: job_metrics.JobMetrics, sources: frozenset[str], sinks: froz
     for m in metrics.filter("emittedCount"):
         if m.labels.get("vertex") in sources:
             emitted[processor(m)] = max(emitted.get(processor(m), 0), m.value)
+    for m in metrics.filter(source_processors.READ_METRIC):  # stateless stages run in the source
+        if m.labels.get("vertex") in sources:
+            emitted[processor(m)] = m.value
     totals = {processor(m): m.value for m in metrics.filter(source_processors.TOTAL_METRIC)}
     known = bool(emitted) and all(p in totals for p in emitted)
     at_sinks = sum(m.value for m in metrics.filter("receivedCount") if m.labels.get("vertex") in sinks)

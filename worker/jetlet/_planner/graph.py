@@ -8,6 +8,8 @@ of times.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from jetlet._planner import transforms as tf
 
 Graph = dict[tf.Transform, list[tf.Transform]]
@@ -37,3 +39,37 @@ def replaced(
         if node is transform or node not in new_upstream:
             new_upstream[node] = [u for u in inputs if u is not node]
     return new_graph, new_upstream
+
+
+def merged_into_sources(
+    graph: Graph,
+    upstream: Upstream,
+    merge: Callable[[tf.Transform, tf.SourceTransform], tf.SourceTransform | None],
+) -> tuple[Graph, Upstream]:
+    """A new graph (and upstream map) in which every stage with a :func:`sole_source` for which
+    ``merge(stage, source)`` gives a source is replaced, with its source, by that source. The
+    pipeline's own transforms are not modified, so a pipeline can be planned any number of times."""
+    replacement: dict[tf.Transform, tf.Transform] = {}
+    for stage in sorted(graph):
+        source = sole_source(stage, graph, upstream)
+        merged = None if source is None else merge(stage, source)
+        if source is not None and merged is not None:
+            replacement[source] = replacement[stage] = merged
+    return replaced(graph, upstream, replacement)
+
+
+def sole_source(stage: tf.Transform, graph: Graph, upstream: Upstream) -> tf.SourceTransform | None:
+    """The source ``stage`` reads alone, when the two could run as one vertex: ``stage`` has that one
+    input, is its only consumer, has its parallelism (or inherits it), and the source is not
+    rebalanced. None otherwise."""
+    if len(upstream[stage]) != 1:
+        return None
+    source = upstream[stage][0]
+    if (
+        isinstance(source, tf.SourceTransform)
+        and graph[source] == [stage]
+        and not source.rebalance
+        and stage.local_parallelism in (-1, source.local_parallelism)
+    ):
+        return source
+    return None

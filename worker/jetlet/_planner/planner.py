@@ -15,7 +15,11 @@ transform add itself to the DAG:
    consumer is planned into the source when the source can take an
    event-time policy (:mod:`jetlet._planner.source_event_time`), as Jet does:
    no ``add-timestamps`` vertex then;
-5. ``add_to_dag``: in topological order, each transform adds its vertices
+5. ``stateless stages into sources``: a stateless stage (or fused chain) that
+   is the only consumer of such a source runs inside the source's processors
+   (:mod:`jetlet._planner.source_chain`), as Flink chains operators: no queue
+   hop between them;
+6. ``add_to_dag``: in topological order, each transform adds its vertices
    (one, or two for two-stage aggregation) and the edges from its upstream
    transforms' vertices, via :meth:`Planner.add_edges`.
 
@@ -34,7 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jetlet import _pickling
-from jetlet._planner import fusion, source_event_time
+from jetlet._planner import fusion, source_chain, source_event_time
 from jetlet._planner import transforms as tf
 from jetlet.core import dag as dag_mod
 from jetlet.core import edge as edge_mod
@@ -66,6 +70,7 @@ class Planner:
         self.graph, self.upstream = source_event_time.into_sources(
             self.graph, self.upstream, self.watermark_stride
         )
+        self.graph, self.upstream = source_chain.into_sources(self.graph, self.upstream)
         for transform in topological_order(self.graph, self.upstream):
             transform.add_to_dag(self)
         return self.dag

@@ -13,41 +13,22 @@ vertex keeps the source's name; what leaves it is what left ``add-timestamps``.
 
 from __future__ import annotations
 
+import functools
+
 from jetlet._planner import graph as graph_mod
 from jetlet._planner import transforms as tf
 from jetlet._planner.graph import Graph, Upstream
 
 
-def _plannable(stamps: tf.Transform, graph: Graph, upstream: Upstream) -> tf.SourceTransform | None:
-    """The source ``stamps`` can be planned into, or None."""
-    if not isinstance(stamps, tf.TimestampTransform) or len(upstream[stamps]) != 1:
-        return None
-    source = upstream[stamps][0]
-    if (
-        isinstance(source, tf.SourceTransform)
-        and source.event_time_supplier is not None
-        and graph[source] == [stamps]
-        and not source.rebalance
-        and stamps.local_parallelism in (-1, source.local_parallelism)
-    ):
-        return source
-    return None
-
-
 def into_sources(graph: Graph, upstream: Upstream, watermark_stride: int) -> tuple[Graph, Upstream]:
-    """Return a new graph (and upstream map) with every plannable timestamp stage in its source.
+    """Return a new graph (and upstream map) with every plannable timestamp stage in its source."""
 
-    The pipeline's own transforms are not modified, so a pipeline can be planned any number of times.
-    """
-    replacement: dict[tf.Transform, tf.Transform] = {}
-    for stamps in sorted(graph):
-        source = _plannable(stamps, graph, upstream)
-        if source is None:
-            continue
-        assert isinstance(stamps, tf.TimestampTransform) and source.event_time_supplier is not None
-        merged = tf.SourceTransform(source.name, source.event_time_supplier(stamps.policy(watermark_stride)))
-        merged.sequence = source.sequence  # the source's place in the planning order (vertex names)
-        merged.local_parallelism = source.local_parallelism
-        merged.rebalance, merged.rebalance_key = stamps.rebalance, stamps.rebalance_key
-        replacement[source] = replacement[stamps] = merged
-    return graph_mod.replaced(graph, upstream, replacement)
+    def merge(stamps: tf.Transform, source: tf.SourceTransform) -> tf.SourceTransform | None:
+        if not isinstance(stamps, tf.TimestampTransform) or source.event_time_supplier is None:
+            return None
+        policy = stamps.policy(watermark_stride)
+        merged = source.planned_with(stamps, source.event_time_supplier(policy))
+        merged.step_supplier = functools.partial(source.event_time_supplier, policy)
+        return merged
+
+    return graph_mod.merged_into_sources(graph, upstream, merge)

@@ -30,6 +30,7 @@ from jetlet.core.processors import service as service_processors
 
 if TYPE_CHECKING:
     from jetlet._planner import planner as planner_mod
+    from jetlet.pipeline import sources as sources_mod
     from jetlet.pipeline import window as window_mod
 
 KeyFn = Callable[[Any], Hashable]
@@ -71,13 +72,27 @@ class SourceTransform(Transform):
         self,
         name: str,
         supplier: proc.ProcessorMetaSupplier,
-        event_time_supplier: Callable[[event_time.EventTimePolicy], proc.ProcessorMetaSupplier] | None = None,
+        event_time_supplier: sources_mod.EventTimeSupplier | None = None,
     ) -> None:
         super().__init__(name)
         self.supplier = supplier
         self.event_time_supplier = event_time_supplier
         """The source with an event-time policy planned into it, if it can take one (see
         :mod:`jetlet._planner.source_event_time`)."""
+        self.step_supplier: Callable[[chain.BatchStep], proc.ProcessorMetaSupplier] | None = None
+        """This source (its event-time policy planned in) with stateless steps planned in after it,
+        if it can take them (see :mod:`jetlet._planner.source_chain`)."""
+
+    def planned_with(self, consumer: Transform, supplier: proc.ProcessorMetaSupplier) -> SourceTransform:
+        """This source and its only ``consumer`` as one source of ``supplier`` (the processors with the
+        consumer planned into them): it keeps this source's name and place in the planning order,
+        and takes the consumer's output (its rebalance, whether it makes record batches)."""
+        merged = SourceTransform(self.name, supplier)
+        merged.sequence = self.sequence  # vertex names follow the planning order
+        merged.local_parallelism = self.local_parallelism
+        merged.rebalance, merged.rebalance_key = consumer.rebalance, consumer.rebalance_key
+        merged.makes_batches = consumer.makes_batches
+        return merged
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
         planner.add_vertex(self, self.name, self.local_parallelism, self.supplier)

@@ -226,6 +226,27 @@ def _first_at_least(values: list[int], threshold: int, start: int) -> int | None
     return next(itertools.compress(itertools.count(start), at_least), None)
 
 
+def map_data_runs(outputs: list[Any], step: Callable[[list[Any]], list[Any]]) -> list[Any]:
+    """``outputs`` (items and watermarks, in order) with ``step`` applied to each run of items between
+    watermarks; the watermarks stay where they were.
+
+    >>> map_data_runs([1, 2, wm.Watermark(5), 3], lambda items: [i * 10 for i in items if i != 2])
+    [10, Watermark(timestamp=5), 30]
+    """
+    mapped: list[Any] = []
+    start = 0
+    while start < len(outputs):
+        first = outputs[start]
+        if type(first) is wm.Watermark:
+            mapped.append(first)
+            start += 1
+            continue
+        end = _next_watermark(outputs, start + 1)
+        mapped.extend(step(outputs[start:end]))
+        start = end
+    return mapped
+
+
 def _next_watermark(outputs: list[Any], start: int) -> int:
     """The index of the first watermark in ``outputs[start:]``, or ``len(outputs)``; scanned in C."""
     is_watermark = map(operator.is_, map(type, itertools.islice(outputs, start, None)), repeat(wm.Watermark))

@@ -83,6 +83,8 @@ from jetlet.core import event_time, snapshot_keys
 from jetlet.core import event_time_mapper as mapper_mod
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
+from jetlet.core.processors.chain import BatchStep
+from jetlet.core.processors.sources import READ_METRIC
 from jetlet.errors import require_callable
 from jetlet.pipeline import sources as sources_mod
 
@@ -212,6 +214,9 @@ class _SourceSpec:
     cooperative: bool = False
     event_time: event_time.EventTimePolicy | None = None
     """The event-time policy planned into the source (timestamped streams only)."""
+    step: BatchStep | None = None
+    """The stateless steps planned into the source (``map``, ``filter``... right after it), run over
+    each batch it fills, after the event-time policy."""
 
     def new_buffer(self) -> SourceBuffer[Any]:
         if self.kind == "timestamped stream":
@@ -233,6 +238,8 @@ class ConvenientSourceP(proc.Processor):
         self._restored: list[tuple[int, Any]] = []  # (index of the processor that saved it, object)
         self._mapper = mapper_mod.EventTimeMapper(spec.event_time) if spec.event_time is not None else None
         self._restored_times: list[mapper_mod.State] = []
+        self._read = 0
+        """Items the fill function added so far (what the planned-in steps took in)."""
 
     def is_cooperative(self) -> bool:
         return self._spec.cooperative
@@ -252,6 +259,7 @@ class ConvenientSourceP(proc.Processor):
             return True
         self._spec.fill_buffer_fn(self._state, buffer)
         items = buffer.take()
+        self._read += len(items)
         mapper = self._mapper
         if mapper is None:
             self._pending = items
@@ -260,6 +268,13 @@ class ConvenientSourceP(proc.Processor):
         elif (message := mapper.idle_message()) is not None:
             mapper.went_idle()
             self._pending, self._pending_watermarks = [message], True
+        step = self._spec.step
+        if step is not None and self._pending:
+            self._pending = (
+                mapper_mod.map_data_runs(self._pending, step)
+                if self._pending_watermarks
+                else step(self._pending)
+            )
         return self._emit_pending() and buffer.is_closed
 
     def _emit_pending(self) -> bool:
@@ -305,7 +320,10 @@ class ConvenientSourceP(proc.Processor):
         return True
 
     def metrics(self) -> dict[str, int]:
-        return {"lateEventsDropped": self._mapper.late} if self._mapper is not None else {}
+        metrics = {"lateEventsDropped": self._mapper.late} if self._mapper is not None else {}
+        if self._spec.step is not None:
+            metrics[READ_METRIC] = self._read
+        return metrics
 
     def close(self) -> None:
         if self._created:
@@ -323,10 +341,13 @@ def _meta_supplier(local_parallelism: int | None, spec: _SourceSpec) -> proc.Pro
 
 
 def _with_event_time(
-    local_parallelism: int | None, spec: _SourceSpec, policy: event_time.EventTimePolicy
+    local_parallelism: int | None,
+    spec: _SourceSpec,
+    policy: event_time.EventTimePolicy,
+    step: BatchStep | None = None,
 ) -> proc.ProcessorMetaSupplier:
-    """The processors of ``spec`` with ``policy`` planned into them."""
-    return _meta_supplier(local_parallelism, dataclasses.replace(spec, event_time=policy))
+    """The processors of ``spec`` with ``policy``, and the stateless ``step`` after it, planned into them."""
+    return _meta_supplier(local_parallelism, dataclasses.replace(spec, event_time=policy, step=step))
 
 
 def _saved_by(entry: tuple[int, Any]) -> int:

@@ -25,12 +25,13 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Generic, TextIO, TypeVar
+from typing import Any, Generic, Protocol, TextIO, TypeVar
 
 from jetlet.core import processor as proc
 from jetlet.core import processors
 from jetlet.core.event_time import EventTimePolicy
 from jetlet.core.processors import socket_source, sources, store
+from jetlet.core.processors.chain import BatchStep
 
 T = TypeVar("T")
 
@@ -41,6 +42,15 @@ class BatchSource(Generic[T]):
 
     name: str
     supplier: proc.ProcessorMetaSupplier
+
+
+class EventTimeSupplier(Protocol):
+    """A source's processors with an event-time policy, and optionally the stateless steps right
+    after it, planned into them."""
+
+    def __call__(
+        self, policy: EventTimePolicy, step: BatchStep | None = None, /
+    ) -> proc.ProcessorMetaSupplier: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +64,11 @@ class StreamSource(Generic[T]):
     """True if the source emits ``(timestamp, item)`` events (``SourceBuilder.timestamped_stream``):
     ``native_timestamps`` then reads an event's timestamp, and the stage keeps the events as they are
     for native timestamps and unwraps them to the items otherwise."""
-    event_time_supplier: Callable[[EventTimePolicy], proc.ProcessorMetaSupplier] | None = None
+    event_time_supplier: EventTimeSupplier | None = None
     """The source with an event-time policy planned into it (it then drops late items and emits the
     watermarks itself, as Jet plans a policy into a source): the planner uses it instead of a
-    separate ``add-timestamps`` vertex when the stage's timestamps are the source's only consumer.
-    None: the source cannot."""
+    separate ``add-timestamps`` vertex when the stage's timestamps are the source's only consumer,
+    and plans the stateless stages that follow into it too. None: the source cannot."""
 
 
 class Sources:

@@ -58,9 +58,12 @@ PROMPT_S = 0.001
 """A generator source emits what ``generate`` yielded within this time, even if that is less than a batch."""
 
 SNAPSHOT_TAG = "__jetlet_source_position__"
+"""The tag of the :class:`~jetlet.core.snapshot_keys.ProcessorKey` a source saves its position under."""
 TOTAL_METRIC = "sourceTotalCount"
 """A source processor's metric: how many items it emits in all, when its reader knows (progress bars)."""
-"""The tag of the :class:`~jetlet.core.snapshot_keys.ProcessorKey` a source saves its position under."""
+READ_METRIC = "sourceReadCount"
+"""A source processor's metric when stateless stages were planned into it: the items it read (its
+``emittedCount`` then counts what those stages let out)."""
 
 _END = object()
 

@@ -40,6 +40,7 @@ from jetlet import config as config_mod
 from jetlet import errors, nexmark
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
+from jetlet.core.processors.sources import READ_METRIC
 from jetlet.local_cluster import local_cluster
 from jetlet.nexmark import fast_generator, fast_source, joins, queries
 from jetlet.pipeline import Pipeline, Sinks, StreamStage
@@ -189,6 +190,18 @@ def open_cluster(members: int) -> Iterator[Any]:
 def member_pids(cluster: Any) -> tuple[int, ...]:
     """The process ids of a local cluster's members (``()`` for an embedded instance)."""
     return tuple(getattr(cluster, "pids", ()))
+
+
+def events_read(metrics: Mapping[str, Any]) -> int:
+    """The events the NEXMark source has read: its ``emittedCount``, or, when the query's first
+    stateless stages run inside it (the planner's source chaining), its ``sourceReadCount``."""
+    chained = any(
+        isinstance(value, Mapping)
+        and READ_METRIC in value
+        and key.rpartition("#")[0].rpartition("/")[2] == SOURCE_NAME
+        for key, value in metrics.items()
+    )
+    return counter(metrics, SOURCE_NAME, READ_METRIC if chained else "emittedCount")
 
 
 def counter(metrics: Mapping[str, Any], vertex: str, name: str) -> int:

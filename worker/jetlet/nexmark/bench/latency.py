@@ -124,7 +124,7 @@ def measure(
         jobs.sleep_until(record_until / 1000)
         metrics = job.metrics()
         due = int((time.time() * 1000 - base) * rate / 1000)
-        behind = max(due - jobs.counter(metrics, jobs.SOURCE_NAME, "emittedCount"), 0)
+        behind = max(due - jobs.events_read(metrics), 0)
         jobs.sleep_until(record_until / 1000 + DRAIN_S)
         results = jobs.counter(job.metrics(), jobs.RECORDER_NAME, jobs.RESULT_COUNT)
     finally:

@@ -61,7 +61,7 @@ def _counts(job: Any, meter: cpu.Meter) -> tuple[int, int, float, dict[int, floa
     metrics = job.metrics()
     cpu_times = meter.read()
     at = time.time()
-    events = jobs.counter(metrics, jobs.SOURCE_NAME, "emittedCount")
+    events = jobs.events_read(metrics)
     return events, jobs.counter(metrics, jobs.RECORDER_NAME, jobs.RESULT_COUNT), at, cpu_times
 
 
