@@ -296,6 +296,58 @@ def test_given_ten_thousand_frames_when_sent_then_all_arrive_in_order(members: C
     assert b.transport.counters()["a"].frames_in == 10_000
 
 
+def test_given_an_idle_connection_then_a_frame_goes_straight_to_the_socket_and_arrives(
+    members: Callable[..., Member],
+) -> None:
+    # given two connected members with nothing queued between them
+    a, b = members("a"), members("b")
+    a.transport.connect("b", *b.address)
+    # when frames are sent one at a time, each after the previous arrived
+    for index in range(20):
+        a.transport.send("b", MessageType.DATA, serialization.dumps(index))
+        wait_until(
+            lambda count=index + 1: len(b.messages) == count, "the frame arrived", DEADLINE_S, b.changed
+        )
+    # then the sending thread wrote every one itself (the loop thread was not woken for them)
+    # and they arrived sealed and in order
+    assert b.payloads_from("a") == list(range(20))
+    counters = a.transport.counters()["b"]
+    assert counters.frames_out_direct == counters.frames_out == 20
+
+
+def test_given_a_socket_that_takes_part_of_a_frame_then_the_loop_writes_the_rest_in_order(
+    members: Callable[..., Member],
+) -> None:
+    # given a connection whose socket buffer holds a few kilobytes (so direct writes fall short)
+    a, b = members("a"), members("b")
+    a.transport.connect("b", *b.address)
+    connection = a.transport._peers["b"].connection
+    assert connection is not None and connection.transport is not None
+    connection.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    # when frames of 64 KB are sent back to back from two threads
+    blob = "x" * 65_536
+
+    def send_from(start: int) -> None:
+        for index in range(start, start + 100):
+            a.transport.send("b", MessageType.DATA, serialization.dumps((index, blob)))
+
+    senders = [threading.Thread(target=send_from, args=(start,)) for start in (0, 100)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join(DEADLINE_S)
+    wait_until(lambda: len(b.messages) == 200, "all frames arrived", DEADLINE_S, b.changed)
+    # then every frame arrived whole, authenticated, and in each thread's order
+    got = [index for index, text in b.payloads_from("a") if text == blob]
+    assert sorted(got) == list(range(200))
+    assert [i for i in got if i < 100] == list(range(100))
+    assert [i for i in got if i >= 100] == list(range(100, 200))
+    # and some went straight out, the rest through the loop (a short write queues what follows)
+    counters = a.transport.counters()["b"]
+    assert 0 < counters.frames_out_direct < counters.frames_out == 200
+    assert b.transport.rejected_frames == 0 and not b.lost
+
+
 def test_given_a_large_frame_when_sent_then_it_arrives_whole(members: Callable[..., Member]) -> None:
     a, b = members("a"), members("b")
     a.transport.connect("b", *b.address)

@@ -32,12 +32,23 @@ then at most one per :data:`LOG_INTERVAL_S` for the same kind of event with
 the count of the ones not logged). Refused handshakes are logged the same way.
 
 Sending. :meth:`Transport.send` may be called from any thread and never
-blocks: it encodes the frame in the caller's thread, appends it to the peer's
-queue and, unless a flush is already scheduled, schedules one on the loop
-(one ``call_soon_threadsafe`` per burst, not per frame). The flush writes
+blocks: it encodes the frame in the caller's thread and, when nothing is
+queued for the peer, writes it to the socket itself (a *direct write*: plain
+TCP with sealed frames only, not TLS, whose channel the loop owns). Waking
+the loop thread for every frame cost each member a GIL hand-off per packet
+(the loop thread takes the GIL for its callback, and again after each socket
+call it makes): on two members on two cores those hand-offs slowed the
+processing thread's own work. What the socket does not take at once, and
+every frame sent while something is queued, goes to the peer's queue and,
+unless a flush is already scheduled, a flush is scheduled on the loop (one
+``call_soon_threadsafe`` per burst, not per frame). The flush writes
 everything queued with one ``write``; while the socket's buffer is above its
-high-water mark the flush waits for ``resume_writing``. Frames to one peer
-arrive in the order they were sent (one queue, one connection).
+high-water mark the flush waits for ``resume_writing``. A per-peer lock
+orders sealing and writing on both paths, so frames to one peer arrive in
+the order they were sent (one connection, sealed in that order); a direct
+write happens only while neither the queue nor the asyncio transport holds
+anything, and a connection's socket is never written directly once its
+``connection_lost`` ran (the socket is closed only after that).
 
 One connection per pair. Every edge of every job shares the connection. When
 two members dial each other at once, the connection dialed by the member with
@@ -73,6 +84,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import ssl
 import threading
 import time
@@ -152,6 +164,8 @@ class PeerCounters:
     bytes_out: int = 0
     frames_in: int = 0
     frames_out: int = 0
+    frames_out_direct: int = 0
+    """Frames the sending thread wrote to the socket itself (part of ``frames_out``)."""
 
 
 class _Peer:
@@ -163,6 +177,11 @@ class _Peer:
         self.connection: _Connection | None = None
         self.outbox: collections.deque[bytes] = collections.deque()
         self.flush_scheduled = False
+        self.lock = threading.Lock()
+        """Held while frames are sealed and written, by the loop's flush and by direct writes."""
+        self.unsent = b""
+        """Sealed bytes a direct write left (the socket took part of them); the next flush writes them
+        before anything queued."""
 
 
 class _Connection(asyncio.Protocol):
@@ -186,6 +205,9 @@ class _Connection(asyncio.Protocol):
         self.peer: _Peer | None = None
         self.remote = "?"
         self.paused = False
+        self.direct_fd: int | None = None
+        """The socket's descriptor once frames may be written to it directly (trusted, plain TCP);
+        None again from ``connection_lost`` on, under the peer's lock."""
         loop = owner._require_loop()
         self.authenticated: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
@@ -232,6 +254,9 @@ class _Connection(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None:
+            with self.peer.lock:  # no direct write is under way, and none starts: the socket closes next
+                self.direct_fd = None
         if self._timer is not None:
             self._timer.cancel()
         if not self.authenticated.done():
@@ -294,6 +319,9 @@ class _Connection(asyncio.Protocol):
         self._write_all(replies)
         if self.peer is not None:
             self.owner._flush(self.peer)
+            if not self.tls and self.transport is not None and self.peer.connection is self:
+                with self.peer.lock:  # after our last handshake frame: data may now go straight out
+                    self.direct_fd = self.transport.get_extra_info("socket").fileno()
         self.authenticated.set_result(None)
 
     def _refuse(self, exc: handshake.HandshakeError, by_peer: bool = False) -> None:
@@ -451,8 +479,40 @@ class Transport:
             raise PeerUnavailableError(
                 f"member {self.member_name!r} has no connection to member {peer_name!r}"
             )
-        peer.outbox.append(frames.encode_frame(msg_type, payload))
-        if not peer.flush_scheduled:
+        frame = frames.encode_frame(msg_type, payload)
+        with peer.lock:
+            connection = peer.connection
+            if (
+                not peer.flush_scheduled
+                and not peer.outbox
+                and not peer.unsent
+                and connection is not None
+                and connection.direct_fd is not None
+                and connection.sealer is not None
+                and not connection.paused
+                and connection.transport is not None
+                and connection.transport.get_write_buffer_size() == 0
+            ):
+                self._write_direct(peer, connection.direct_fd, connection.sealer, frame)
+                return
+            peer.outbox.append(frame)
+            if not peer.flush_scheduled:
+                peer.flush_scheduled = True
+                self._require_loop().call_soon_threadsafe(self._flush, peer)
+
+    def _write_direct(self, peer: _Peer, fd: int, sealer: frames.FrameSealer, frame: bytes) -> None:
+        """Write ``frame`` sealed to the peer's socket from this thread (under ``peer.lock``); what the
+        socket does not take now goes to ``peer.unsent`` and a flush writes it (see the module doc)."""
+        data = frame + sealer.seal(frame)
+        try:
+            written = os.write(fd, data)
+        except OSError:  # the socket's buffer is full (BlockingIOError), or the connection failed:
+            written = 0  # the loop writes it, or finds the connection lost and reports that
+        peer.counters.frames_out += 1
+        peer.counters.frames_out_direct += 1
+        peer.counters.bytes_out += len(data)
+        if written < len(data):
+            peer.unsent = data[written:]
             peer.flush_scheduled = True
             self._require_loop().call_soon_threadsafe(self._flush, peer)
 
@@ -704,21 +764,25 @@ class Transport:
             )
 
     def _flush(self, peer: _Peer) -> None:
-        peer.flush_scheduled = False
-        connection = peer.connection
-        if connection is None or connection.paused or connection.is_closing or not peer.outbox:
-            return
-        outbox = peer.outbox
-        batch = [outbox.popleft() for _ in range(len(outbox))]
-        sealer = connection.sealer
-        if sealer is None:
-            data = b"".join(batch)
-        else:
-            seal = sealer.seal
-            data = b"".join([part for frame in batch for part in (frame, seal(frame))])
-        connection.write(data)
-        peer.counters.frames_out += len(batch)
-        peer.counters.bytes_out += len(data)
+        with peer.lock:
+            peer.flush_scheduled = False
+            connection = peer.connection
+            if connection is None or connection.paused or connection.is_closing:
+                return
+            if not peer.outbox and not peer.unsent:
+                return
+            outbox = peer.outbox
+            batch = [outbox.popleft() for _ in range(len(outbox))]
+            sealer = connection.sealer
+            if sealer is None:
+                data = b"".join(batch)
+            else:
+                seal = sealer.seal
+                data = b"".join([part for frame in batch for part in (frame, seal(frame))])
+            connection.write(peer.unsent + data if peer.unsent else data)
+            peer.unsent = b""
+            peer.counters.frames_out += len(batch)
+            peer.counters.bytes_out += len(data)
 
     def _on_connection_lost(self, connection: _Connection) -> None:
         self._connections.discard(connection)
@@ -726,7 +790,9 @@ class Transport:
         if peer is None or peer.connection is not connection:
             return
         peer.connection = None
-        peer.outbox.clear()
+        with peer.lock:
+            peer.outbox.clear()
+            peer.unsent = b""
         del self._peers[peer.name]
         if self._closing:
             return
