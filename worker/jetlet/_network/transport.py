@@ -703,10 +703,14 @@ class Transport:
             self._peers[name] = peer
         old = peer.connection
         keep = connection if old is None else self._preferred(old, connection)
+        with peer.lock:  # from here no direct write goes to the connection being let go
+            for candidate in (old, connection):
+                if candidate is not None and candidate is not keep:
+                    candidate.direct_fd = None
+            peer.connection = keep
         for candidate in (old, connection):
             if candidate is not None and candidate is not keep:
                 candidate.close()
-        peer.connection = keep
         connection.peer = peer
         _log.info("member %s: connected to member %s at %s", self.member_name, name, keep.remote)
         for waiter in self._waiters.pop(name, []):
