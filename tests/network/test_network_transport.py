@@ -392,3 +392,24 @@ def test_given_a_peer_that_redials_while_its_old_connection_is_open_then_the_old
     assert a.lost == ["b"]
     a.transport.send("b", MessageType.DATA, serialization.dumps("after"))
     wait_until(lambda: b_again.payloads_from("a") == ["after"], "the new connection carries frames")
+
+
+def test_given_the_rest_of_a_direct_write_when_its_connection_was_let_go_then_the_flush_drops_it(
+    members: Callable[..., Member],
+) -> None:
+    # given a peer whose last direct write left bytes on a connection since replaced
+    a, b = members("a"), members("b")
+    a.transport.connect("b", *b.address)
+    peer = a.transport._peers["b"]
+    replaced = object()
+    with peer.lock:
+        peer.unsent, peer.unsent_on = b"the tail of a frame on another socket", replaced  # type: ignore[assignment]
+    # when a frame is queued and the loop flushes
+    with peer.lock:
+        peer.outbox.append(frames.encode_frame(MessageType.DATA, serialization.dumps("after")))
+        peer.flush_scheduled = True
+    a.transport._require_loop().call_soon_threadsafe(a.transport._flush, peer)
+    # then the frame arrives authenticated on the connection kept, and the stale tail went nowhere
+    wait_until(lambda: b.messages, "the frame arrived", DEADLINE_S, b.changed)
+    assert b.payloads_from("a") == ["after"]
+    assert b.transport.rejected_frames == 0 and not b.lost and peer.unsent == b""

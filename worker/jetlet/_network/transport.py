@@ -181,7 +181,8 @@ class _Peer:
         """Held while frames are sealed and written, by the loop's flush and by direct writes."""
         self.unsent = b""
         """Sealed bytes a direct write left (the socket took part of them); the next flush writes them
-        before anything queued."""
+        before anything queued, on the connection they belong to only."""
+        self.unsent_on: _Connection | None = None
 
 
 class _Connection(asyncio.Protocol):
@@ -512,7 +513,7 @@ class Transport:
         peer.counters.frames_out_direct += 1
         peer.counters.bytes_out += len(data)
         if written < len(data):
-            peer.unsent = data[written:]
+            peer.unsent, peer.unsent_on = data[written:], peer.connection
             peer.flush_scheduled = True
             self._require_loop().call_soon_threadsafe(self._flush, peer)
 
@@ -773,6 +774,8 @@ class Transport:
             connection = peer.connection
             if connection is None or connection.paused or connection.is_closing:
                 return
+            if peer.unsent_on is not connection:  # the rest of a frame on a connection let go since
+                peer.unsent, peer.unsent_on = b"", None
             if not peer.outbox and not peer.unsent:
                 return
             outbox = peer.outbox
@@ -784,7 +787,7 @@ class Transport:
                 seal = sealer.seal
                 data = b"".join([part for frame in batch for part in (frame, seal(frame))])
             connection.write(peer.unsent + data if peer.unsent else data)
-            peer.unsent = b""
+            peer.unsent, peer.unsent_on = b"", None
             peer.counters.frames_out += len(batch)
             peer.counters.bytes_out += len(data)
 
@@ -796,7 +799,7 @@ class Transport:
         peer.connection = None
         with peer.lock:
             peer.outbox.clear()
-            peer.unsent = b""
+            peer.unsent, peer.unsent_on = b"", None
         del self._peers[peer.name]
         if self._closing:
             return
