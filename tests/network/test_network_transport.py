@@ -315,6 +315,21 @@ def test_given_an_idle_connection_then_a_frame_goes_straight_to_the_socket_and_a
     assert counters.frames_out_direct == counters.frames_out == 20
 
 
+def test_given_control_frames_then_the_loop_writes_them_never_the_sending_thread(
+    members: Callable[..., Member],
+) -> None:
+    a, b = members("a"), members("b")
+    a.transport.connect("b", *b.address)
+    for index, kind in enumerate((MessageType.CONTROL, MessageType.HEARTBEAT, MessageType.FLOW_ACK) * 4):
+        a.transport.send("b", kind, serialization.dumps(index))
+        wait_until(
+            lambda count=index + 1: len(b.messages) == count, "the frame arrived", DEADLINE_S, b.changed
+        )
+    assert b.payloads_from("a") == list(range(12))
+    counters = a.transport.counters()["b"]
+    assert counters.frames_out == 12 and counters.frames_out_direct == 0
+
+
 def test_given_a_socket_that_takes_part_of_a_frame_then_the_loop_writes_the_rest_in_order(
     members: Callable[..., Member],
 ) -> None:

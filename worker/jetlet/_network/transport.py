@@ -32,9 +32,17 @@ then at most one per :data:`LOG_INTERVAL_S` for the same kind of event with
 the count of the ones not logged). Refused handshakes are logged the same way.
 
 Sending. :meth:`Transport.send` may be called from any thread and never
-blocks: it encodes the frame in the caller's thread and, when nothing is
-queued for the peer, writes it to the socket itself (a *direct write*: plain
-TCP with sealed frames only, not TLS, whose channel the loop owns). Waking
+blocks: it encodes the frame in the caller's thread and, for a ``DATA`` frame
+(a packet of a distributed edge) when nothing is queued for the peer, writes
+it to the socket itself (a *direct write*: plain TCP with sealed frames only,
+not TLS, whose channel the loop owns). Control frames (membership, heartbeats,
+job control, flow-control acks) always go through the loop, as every frame
+did before: when two members dial each other at once and both connections
+get trusted, what is written on the one let go is lost, and the loop's
+ordering keeps that window to what it flushed before the swap; a direct
+writer would widen it. (With every frame written directly, the Kubernetes
+suite's three-member start left one member not ready in two of three full
+runs; that window is the likeliest cause, not a proven one.) Waking
 the loop thread for every frame cost each member a GIL hand-off per packet
 (the loop thread takes the GIL for its callback, and again after each socket
 call it makes): on two members on two cores those hand-offs slowed the
@@ -484,7 +492,8 @@ class Transport:
         with peer.lock:
             connection = peer.connection
             if (
-                not peer.flush_scheduled
+                msg_type is MessageType.DATA
+                and not peer.flush_scheduled
                 and not peer.outbox
                 and not peer.unsent
                 and connection is not None
