@@ -296,6 +296,16 @@ def test_given_ten_thousand_frames_when_sent_then_all_arrive_in_order(members: C
     assert b.transport.counters()["a"].frames_in == 10_000
 
 
+def _send_one_at_a_time(a: Member, b: Member, kinds: list[MessageType]) -> None:
+    """From ``a`` to ``b``, frame ``i`` of type ``kinds[i]`` with payload ``i``, each once the one
+    before arrived (so nothing is ever queued behind another)."""
+    for index, kind in enumerate(kinds):
+        a.transport.send("b", kind, serialization.dumps(index))
+        wait_until(
+            lambda count=index + 1: len(b.messages) == count, "the frame arrived", DEADLINE_S, b.changed
+        )
+
+
 def test_given_an_idle_connection_then_a_frame_goes_straight_to_the_socket_and_arrives(
     members: Callable[..., Member],
 ) -> None:
@@ -303,11 +313,7 @@ def test_given_an_idle_connection_then_a_frame_goes_straight_to_the_socket_and_a
     a, b = members("a"), members("b")
     a.transport.connect("b", *b.address)
     # when frames are sent one at a time, each after the previous arrived
-    for index in range(20):
-        a.transport.send("b", MessageType.DATA, serialization.dumps(index))
-        wait_until(
-            lambda count=index + 1: len(b.messages) == count, "the frame arrived", DEADLINE_S, b.changed
-        )
+    _send_one_at_a_time(a, b, [MessageType.DATA] * 20)
     # then the sending thread wrote every one itself (the loop thread was not woken for them)
     # and they arrived sealed and in order
     assert b.payloads_from("a") == list(range(20))
@@ -320,11 +326,7 @@ def test_given_control_frames_then_the_loop_writes_them_never_the_sending_thread
 ) -> None:
     a, b = members("a"), members("b")
     a.transport.connect("b", *b.address)
-    for index, kind in enumerate((MessageType.CONTROL, MessageType.HEARTBEAT, MessageType.FLOW_ACK) * 4):
-        a.transport.send("b", kind, serialization.dumps(index))
-        wait_until(
-            lambda count=index + 1: len(b.messages) == count, "the frame arrived", DEADLINE_S, b.changed
-        )
+    _send_one_at_a_time(a, b, [MessageType.CONTROL, MessageType.HEARTBEAT, MessageType.FLOW_ACK] * 4)
     assert b.payloads_from("a") == list(range(12))
     # (the loop counts a frame just after writing it: the peer may have it first)
     wait_until(lambda: a.transport.counters()["b"].frames_out == 12, "all frames counted", DEADLINE_S)

@@ -11,7 +11,7 @@ import collections
 from typing import Any
 
 import pytest
-from test_source_event_time import EVENTS, planned_source, policy, run, stamped
+from test_source_event_time import EVENTS, planned_source, run, stamped
 
 import jetlet
 from jetlet.aggregate import counting
@@ -124,7 +124,6 @@ def test_the_chained_source_emits_what_the_source_then_the_chain_emit() -> None:
     # and the source counts the events it read (all eight) beside the late ones it dropped
     assert chained.metrics() == {"lateEventsDropped": 2, READ_METRIC: len(EVENTS)}
     assert plain.metrics() == {"lateEventsDropped": 2}
-    assert policy().allowed_lag == 3
 
 
 def test_a_job_with_stages_in_its_source_gives_plain_pythons_windows(jet: jetlet.EmbeddedInstance) -> None:

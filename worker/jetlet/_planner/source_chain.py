@@ -21,13 +21,6 @@ from __future__ import annotations
 from jetlet._planner import graph as graph_mod
 from jetlet._planner import transforms as tf
 from jetlet._planner.graph import Graph, Upstream
-from jetlet.core.processors import chain
-
-
-def _step(stage: tf.StatelessTransform | tf.FusedTransform) -> chain.BatchStep:
-    if isinstance(stage, tf.FusedTransform):
-        return chain.compose([part.step for part in stage.parts])
-    return stage.step
 
 
 def into_sources(graph: Graph, upstream: Upstream) -> tuple[Graph, Upstream]:
@@ -40,6 +33,6 @@ def into_sources(graph: Graph, upstream: Upstream) -> tuple[Graph, Upstream]:
             or source.step_supplier is None
         ):
             return None
-        return source.planned_with(stage, source.step_supplier(_step(stage)))
+        return source.planned_with(stage, source.step_supplier(stage.step))
 
     return graph_mod.merged_into_sources(graph, upstream, merge)

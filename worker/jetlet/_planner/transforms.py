@@ -216,9 +216,15 @@ class FusedTransform(Transform):
         self.takes_batches = parts[0].takes_batches
         self.makes_batches = parts[-1].makes_batches
 
+    @property
+    def step(self) -> chain.BatchStep:
+        """The parts' steps as one batch step."""
+        return chain.compose([part.step for part in self.parts])
+
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
-        step = chain.compose([part.step for part in self.parts])
-        vertex = planner.add_vertex(self, self.name, planner.inherited_parallelism(self), chain.chain_p(step))
+        vertex = planner.add_vertex(
+            self, self.name, planner.inherited_parallelism(self), chain.chain_p(self.step)
+        )
         planner.add_edges(self, vertex)
 
 
