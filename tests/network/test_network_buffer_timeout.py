@@ -3,7 +3,8 @@
 A packet costs a member a fixed amount beyond its items (encoding, a frame, waking the network
 thread, GIL hand-offs at both ends), so a sender sends once its queues hold three quarters of what
 they can (or the flow-control window's worth), or once the first item waiting has waited
-``buffer_timeout_millis``; control items alone go at once, and 0 sends on every call. These tests
+``buffer_timeout_millis``; a control item (a watermark, a barrier, the done marker) sends at once
+what is queued before it, and 0 sends on every call. These tests
 drive one sender with a clock of their own; the real edges between member processes run with the
 default in every distributed test of tests/cluster.
 """
@@ -88,17 +89,38 @@ def test_what_the_window_held_back_goes_on_the_next_call_without_waiting_again()
     assert not sender.call().made_progress and len(sent) == 2
 
 
-def test_control_items_alone_go_at_once_and_behind_data_they_wait_with_it() -> None:
+def test_a_control_item_sends_at_once_the_data_queued_before_it() -> None:
     sender, sent, queue, clock = _sender(timeout_ms=5)
     queue.offer_control(wm.Watermark(7))
     assert sender.call().made_progress
     assert [chunk[2:] for packet in sent for chunk in packet.chunks] == [(remote.WATERMARK, 7)]
+    # data alone waits for the timeout
     queue.offer_batch([1, 2])
+    assert not sender.call().made_progress and len(sent) == 1
+    # a watermark behind it is what the receiver waits for (a window to close, a key to expire):
+    # the data and the watermark go at once, before the timeout
+    queue.offer_control(wm.Watermark(8))
+    assert sender.call().made_progress
+    assert [chunk[2:] for chunk in sent[1].chunks] == [(remote.DATA, [1, 2]), (remote.WATERMARK, 8)]
+    # and so does the done marker, with data queued after the last watermark
+    queue.offer_batch([3])
+    assert not sender.call().made_progress and len(sent) == 2
     queue.offer_control(queues.DONE_ITEM)
+    assert sender.call().is_done
+    assert [chunk[2] for chunk in sent[2].chunks] == [remote.DATA, remote.DONE]
+    assert clock.now == 100.0  # no time passed: nothing went by the timeout
+
+
+def test_a_control_item_taken_leaves_the_next_data_to_wait_again() -> None:
+    sender, sent, queue, clock = _sender(timeout_ms=5)
+    queue.offer_batch([1])
+    queue.offer_control(wm.Watermark(1))
+    assert sender.call().made_progress and len(sent) == 1
+    assert not queue.holds_control()
+    queue.offer_batch([2])
     assert not sender.call().made_progress and len(sent) == 1
     clock.now += 0.0055
-    assert sender.call().is_done
-    assert [chunk[2] for chunk in sent[1].chunks] == [remote.DATA, remote.DONE]
+    assert sender.call().made_progress and _items(sent) == [1, 2]
 
 
 def test_without_a_buffer_timeout_every_call_sends_what_is_queued() -> None:

@@ -16,6 +16,9 @@ The producer computes the size as ``_added - _removed``; a stale ``_removed``
 only makes the queue look fuller than it is, so the capacity is never
 exceeded, and the high-water mark (what the producer saw) is an upper bound.
 One batch costs one append and one counter update, whatever its length.
+Control items are counted the same way (``_controls_added`` by the producer,
+``_controls_taken`` by the consumer), so a consumer can tell that one waits
+in the queue (:meth:`SpscQueue.holds_control`) without looking through it.
 A queue whose consumer is a blocking sink's thread also sets that thread's
 ``consumer_wake`` event, so the thread can park between inputs instead of
 polling (:mod:`~jetlet._execution.execution_service`).
@@ -67,6 +70,8 @@ class SpscQueue:
         "_batches",
         "_bytes_added",
         "_bytes_gone",
+        "_controls_added",
+        "_controls_taken",
         "_light",
         "_light_type",
         "_light_weight",
@@ -89,6 +94,8 @@ class SpscQueue:
         self._batches: deque[Any] = deque()
         self._added = 0
         self._removed = 0
+        self._controls_added = 0
+        self._controls_taken = 0
         self.high_water_mark = 0
         self._bytes_added = 0
         self._bytes_gone = 0
@@ -202,6 +209,7 @@ class SpscQueue:
     def offer_control(self, item: object) -> None:
         """Enqueue a control item; they do not count against the capacity."""
         self._batches.append(item)
+        self._controls_added += 1
         wake = self.consumer_wake
         if wake is not None and not wake.is_set():
             wake.set()
@@ -215,7 +223,14 @@ class SpscQueue:
             return None
         if type(element) is list:
             self._removed += rows_of(element)
+        else:
+            self._controls_taken += 1
         return element
+
+    def holds_control(self) -> bool:
+        """Whether a control item (a watermark, a barrier, the done marker) waits in the queue (consumer
+        side)."""
+        return self._controls_added != self._controls_taken
 
     def size(self) -> int:
         """Items in the queue now (approximate when read from a third thread)."""

@@ -196,8 +196,10 @@ class SenderTasklet(Tasklet):
 
     A partial packet waits, as Flink's output buffers do for their buffer timeout: the sender sends
     once its queues hold three quarters of what they can (or a full packet, or all the flow-control
-    window allows), or once the first item queued has waited ``buffer_timeout_millis``; queues that
-    hold control items only (a watermark, the done marker) are sent at once. Each packet costs the
+    window allows), or once the first item queued has waited ``buffer_timeout_millis``, or at once
+    when a control item (a watermark, a barrier, the done marker) is queued: the receiver cannot
+    close a window, expire a key or align a snapshot before it has that item and everything sent
+    before it, so holding the data ahead of it only delays the downstream. Each packet costs the
     member a fixed amount beyond its items (encoding, a frame, a wake-up of the network thread,
     which then takes the GIL from the cooperative thread, the same at the receiver): sending on
     every pass made packets of a pass's share of a chunk (about 500 NEXMark events, 17 on Q4's
@@ -256,8 +258,11 @@ class SenderTasklet(Tasklet):
         """True while what is queued is a partial packet younger than the buffer timeout."""
         queued = sum(len(held) for held in self._held.values())
         for _, _, queue in self.queues:
+            if queue.holds_control():  # what is behind it cannot be waited for: the receiver needs it now
+                self._waiting_since = None
+                return False
             queued += queue.size()
-        if queued == 0:  # nothing, or control items only: they go at once
+        if queued == 0:
             self._waiting_since = None
             return False
         if queued >= min(self._enough, self.window.room()):
