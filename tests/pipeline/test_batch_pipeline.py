@@ -390,6 +390,27 @@ def test_bad_arguments_name_the_stage_and_argument() -> None:
         stage.map_using_service(object(), lambda s, x: x)  # type: ignore[arg-type]
 
 
+def test_grouping_into_lists_is_single_stage_and_keeps_every_item(jet: Any) -> None:
+    # given words grouped by their first letter into lists
+    def first_letter(word: str) -> str:
+        return word[0]
+
+    p = Pipeline()
+    words = p.read_from(Sources.from_iterable(WORDS))
+    words.grouping_key(first_letter).aggregate(to_list()).write_to(Sinks.list("lists"))
+    # when planned, then no accumulate stage precedes it (its lists would carry the same words)
+    names = [vertex.name for vertex in p.to_dag().vertices()]
+    assert "group-and-aggregate" in names and "group-and-aggregate-prepare" not in names
+    # and each letter's list holds exactly its words
+    run(jet, p)
+    expected: dict[str, list[str]] = collections.defaultdict(list)
+    for word in WORDS:
+        expected[word[0]].append(word)
+    assert {letter: sorted(found) for letter, found in jet.get_list("lists")} == {
+        letter: sorted(found) for letter, found in expected.items()
+    }
+
+
 def test_aggregation_is_single_stage_when_the_input_is_already_partitioned_by_its_key(jet: Any) -> None:
     # given words rebalanced by the very key they are then grouped by
     def first_letter(word: str) -> str:

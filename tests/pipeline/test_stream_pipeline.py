@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import jetlet
-from jetlet.aggregate import counting, summing
+from jetlet.aggregate import counting, summing, to_list
 from jetlet.datamodel import KeyedWindowResult, WindowResult
 from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
 
@@ -189,6 +189,46 @@ def test_windowed_co_aggregation_and_distinct(jet: jetlet.EmbeddedInstance) -> N
     assert collections.Counter(jet.get_list("distinct")) == collections.Counter(
         key for keys in distinct_per_window.values() for key in keys
     )
+
+
+@pytest.mark.parametrize("lp", [1, 4])
+@pytest.mark.parametrize(("size", "slide"), [(1000, 1000), (2000, 250)])
+def test_keyed_windows_of_collected_items_run_in_one_stage_and_hold_every_on_time_item(
+    jet: jetlet.EmbeddedInstance, lp: int, size: int, slide: int
+) -> None:
+    # given keyed windows that collect their items (to_list) and co-collect two inputs
+    p = Pipeline()
+    events = (
+        p.read_from(source(EVENTS))
+        .with_timestamps(lambda e: e[0], allowed_lag=LAG)
+        .map(lambda e: e)
+        .set_local_parallelism(lp)
+    )
+    evens = events.filter(lambda e: e[2] % 2 == 0).grouping_key(lambda e: e[1])
+    odds = events.filter(lambda e: e[2] % 2 == 1).grouping_key(lambda e: e[1])
+    window = WindowDefinition.sliding(size, slide)
+    events.grouping_key(lambda e: e[1]).window(window).aggregate(to_list()).write_to(Sinks.list("lists"))
+    evens.window(window).aggregate2(to_list(), odds, to_list()).write_to(Sinks.list("pairs"))
+    # when planned, then no window has a first stage: a frame's list would carry the same items
+    names = [vertex.name for vertex in p.to_dag().vertices()]
+    assert not [name for name in names if name.endswith("-prepare")], names
+    # and when the job runs to the end, every window of every key holds exactly its on-time items
+    job = jet.new_job(p)
+    job.join(timeout=60)
+    on_time, late = split_late(EVENTS, LAG)
+    expected: dict[tuple[int, int], list[Event]] = collections.defaultdict(list)
+    for event in on_time:
+        first_start = (event[0] - size) // slide * slide + slide
+        for start in range(first_start, event[0] + 1, slide):
+            expected[(start, event[1])].append(event)
+    lists = {(w.start, w.key): sorted(w.result) for w in jet.get_list("lists")}
+    assert lists == {bounds: sorted(items) for bounds, items in expected.items()}
+    pairs = {(w.start, w.key): tuple(sorted(part) for part in w.result) for w in jet.get_list("pairs")}
+    assert pairs == {
+        bounds: (sorted(e for e in items if e[2] % 2 == 0), sorted(e for e in items if e[2] % 2 == 1))
+        for bounds, items in expected.items()
+    }
+    assert late_dropped(job) >= len(late)
 
 
 def test_window_on_a_stage_without_timestamps_is_refused_naming_it() -> None:

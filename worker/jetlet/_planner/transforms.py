@@ -321,8 +321,9 @@ class GroupAggregateTransform(Transform):
             u.rebalance and u.rebalance_key is key for u, key in zip(upstream, keys, strict=True)
         )
         # Single stage when it cannot be split (no combine) or need not be: an input already
-        # rebalanced by this very key arrives at the key's owner, on its partitioned edge.
-        if self.op.combine_fn is None or already_partitioned:
+        # rebalanced by this very key arrives at the key's owner, on its partitioned edge, and an
+        # operation that collects its items would send them all on from a first stage anyway.
+        if self.op.combine_fn is None or already_partitioned or self.op.collects_items:
             vertex = planner.add_vertex(
                 self,
                 self.name,
@@ -530,7 +531,11 @@ class WindowAggregateTransform(Transform):
     accumulated next to the data (local partitioned edge), then combined into
     windows by key (distributed partitioned edge) and emitted when the
     watermark passes each window's end. Session windows run in one stage,
-    partitioned by key. Results are ``(window end, WindowResult)`` events, or
+    partitioned by key, and so do keyed windows of an operation without a
+    combine function or one that collects its items (``to_list``: a first
+    stage would ship every item anyway, in per-frame lists pickled whole,
+    and twice the partial accumulators when a key's items come from two
+    members). Results are ``(window end, WindowResult)`` events, or
     ``KeyedWindowResult`` per key.
     """
 
@@ -593,7 +598,7 @@ class WindowAggregateTransform(Transform):
             planner.add_edges(self, vertex, self._route)
             return
         policy = event_time.sliding_win_policy(window.size, window.slide)
-        if self.item_op.combine_fn is None:
+        if self.item_op.combine_fn is None or (self.keyed and self.item_op.collects_items):
             vertex = planner.add_vertex(
                 self,
                 self.name,

@@ -85,6 +85,8 @@ def co_aggregate(
             return [c(x, y) for c, x, y in zip(combines, a, b, strict=True)]  # type: ignore[misc]
 
         result = result.and_combine(combine)
+    if all(op.collects_items for op in ops):
+        result = result.and_collects_items()
     return result.and_export(lambda acc: shape([e(a) for e, a in zip(exports, acc, strict=True)])).and_finish(
         lambda acc: shape([f(a) for f, a in zip(finishes, acc, strict=True)])
     )

@@ -47,6 +47,12 @@ class AggregateOperation(Generic[A, R]):
     (each function returns a new one): snapshots then copy accumulators on the
     processing thread, or keep them as they are, and pickle them off it.
     Without either, an accumulator is pickled at the snapshot barrier.
+
+    ``and_collects_items()`` says that an accumulator keeps every item it is given (:func:`to_list`,
+    :func:`to_set`): partial accumulators are then as large as the items they took, so a first
+    stage next to the data would send the same items, only later and in bigger pieces. Keyed windows
+    and grouped aggregations of such an operation run in one stage, partitioned by key (as Jet
+    plans an operation without a combine function), instead of two.
     """
 
     create_fn: Callable[[], A]
@@ -62,6 +68,8 @@ class AggregateOperation(Generic[A, R]):
     accumulate_batch_of: Callable[[A, Any], A] | None = None
     """The accumulate function of input 0 that ``accumulate_batch_fn`` folds like: an operation rebuilt
     with another one (``filtering``, ``mapping``, a later ``and_accumulate``) no longer uses it."""
+    collects_items: bool = False
+    """The accumulator keeps every item (see :meth:`and_collects_items`): no first stage."""
 
     @staticmethod
     def with_create(create_fn: Callable[[], A]) -> AggregateOperation[A, A]:
@@ -129,6 +137,11 @@ class AggregateOperation(Generic[A, R]):
         """The accumulators are immutable values (an int, a tuple): a snapshot keeps them as they are."""
         return dataclasses.replace(self, copy_fn=IDENTITY)
 
+    def and_collects_items(self) -> AggregateOperation[A, R]:
+        """Each accumulator keeps every item it takes (a list, a set of them): combining partial
+        accumulators saves nothing, so keyed windows and grouped aggregations run it in one stage."""
+        return dataclasses.replace(self, collects_items=True)
+
     def and_export(self, fn: Callable[[A], Any]) -> AggregateOperation[A, Any]:
         """``fn(acc) -> result`` that leaves ``acc`` usable (window early results)."""
         return self._with_results(fn, self.finish_fn)
@@ -154,6 +167,7 @@ class AggregateOperation(Generic[A, R]):
             self.copy_fn,
             self.accumulate_batch_fn,
             self.accumulate_batch_of,
+            self.collects_items,
         )
 
     def and_then(self, fn: Callable[[R], R2]) -> AggregateOperation[A, R2]:

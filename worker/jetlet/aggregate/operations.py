@@ -404,6 +404,7 @@ def to_list() -> AggregateOperation[list[Any], list[Any]]:
         .and_export(list)
         .and_finish(lambda acc: acc)
         .and_copy(list)
+        .and_collects_items()
     )
 
 
@@ -431,6 +432,7 @@ def to_set() -> AggregateOperation[set[Any], set[Any]]:
         .and_export(set)
         .and_finish(lambda acc: acc)
         .and_copy(set)
+        .and_collects_items()
     )
 
 
