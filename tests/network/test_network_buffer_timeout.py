@@ -140,4 +140,4 @@ def test_a_negative_buffer_timeout_is_refused_naming_the_field_and_a_member_sett
         settings.load({"buffer_timeout_millis": "-3"})
     loaded = settings.load({"buffer_timeout_millis": "9"}).instance_config()
     assert loaded.default_edge_config.buffer_timeout_millis == 9
-    assert config.EdgeConfig().buffer_timeout_millis == settings.MemberSettings().buffer_timeout_millis == 2
+    assert config.EdgeConfig().buffer_timeout_millis == settings.MemberSettings().buffer_timeout_millis == 10

@@ -204,7 +204,8 @@ class SenderTasklet(Tasklet):
     which then takes the GIL from the cooperative thread, the same at the receiver): sending on
     every pass made packets of a pass's share of a chunk (about 500 NEXMark events, 17 on Q4's
     second edge); waiting up to 2 ms doubled them and made Q4 and Q6 on two members about 1.1
-    times as fast (bench/RESULTS.md).
+    times as fast, and the 10 ms default raised the median scaling of Q3, Q4, Q6 and Q8 by another
+    3-7 % (bench/RESULTS.md).
     """
 
     def __init__(
