@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import jetlet
-from jetlet.aggregate import averaging, counting, summing, to_list
+from jetlet.aggregate import averaging, counting, filtering, mapping, summing, to_list, to_set
 from jetlet.pipeline import Pipeline, Sinks, Sources
 
 LPS = [1, 4]
@@ -409,6 +409,23 @@ def test_grouping_into_lists_is_single_stage_and_keeps_every_item(jet: Any) -> N
     assert {letter: sorted(found) for letter, found in jet.get_list("lists")} == {
         letter: sorted(found) for letter, found in expected.items()
     }
+
+
+@pytest.mark.parametrize(
+    "op",
+    [to_set(), filtering(lambda word: len(word) > 3, to_list()), mapping(len, to_list())],
+    ids=["to_set", "filtering", "mapping"],
+)
+def test_operations_that_shrink_their_items_keep_their_first_stage(op: Any) -> None:
+    # given a grouping into a set (duplicates dropped) or into lists of filtered or mapped items
+    p = Pipeline()
+    p.read_from(Sources.from_iterable(WORDS)).grouping_key(lambda word: word[0]).aggregate(op).write_to(
+        Sinks.list("out")
+    )
+    # then a first stage next to the data shrinks what crosses to the key's owner: it is planned
+    names = [vertex.name for vertex in p.to_dag().vertices()]
+    assert "group-and-aggregate-prepare" in names
+    assert not op.collects_items and to_list().collects_items
 
 
 def test_aggregation_is_single_stage_when_the_input_is_already_partitioned_by_its_key(jet: Any) -> None:

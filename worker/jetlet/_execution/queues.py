@@ -230,7 +230,7 @@ class SpscQueue:
     def holds_control(self) -> bool:
         """Whether a control item (a watermark, a barrier, the done marker) waits in the queue (consumer
         side)."""
-        return self._controls_added != self._controls_taken
+        return self._controls_added > self._controls_taken  # (taken may count one before added does)
 
     def size(self) -> int:
         """Items in the queue now (approximate when read from a third thread)."""

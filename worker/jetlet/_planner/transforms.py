@@ -531,12 +531,12 @@ class WindowAggregateTransform(Transform):
     accumulated next to the data (local partitioned edge), then combined into
     windows by key (distributed partitioned edge) and emitted when the
     watermark passes each window's end. Session windows run in one stage,
-    partitioned by key, and so do keyed windows of an operation without a
-    combine function or one that collects its items (``to_list``: a first
-    stage would ship every item anyway, in per-frame lists pickled whole,
-    and twice the partial accumulators when a key's items come from two
-    members). Results are ``(window end, WindowResult)`` events, or
-    ``KeyedWindowResult`` per key.
+    partitioned by key; so do windows of an operation without a combine
+    function (on one processor for a global window), and keyed windows of
+    one that collects its items (``to_list``: a first stage would ship every
+    item anyway, in per-frame lists pickled whole, and twice the partial
+    accumulators when a key's items come from two members). Results are
+    ``(window end, WindowResult)`` events, or ``KeyedWindowResult`` per key.
     """
 
     def __init__(

@@ -48,11 +48,13 @@ class AggregateOperation(Generic[A, R]):
     processing thread, or keep them as they are, and pickle them off it.
     Without either, an accumulator is pickled at the snapshot barrier.
 
-    ``and_collects_items()`` says that an accumulator keeps every item it is given (:func:`to_list`,
-    :func:`to_set`): partial accumulators are then as large as the items they took, so a first
-    stage next to the data would send the same items, only later and in bigger pieces. Keyed windows
-    and grouped aggregations of such an operation run in one stage, partitioned by key (as Jet
-    plans an operation without a combine function), instead of two.
+    ``and_collects_items()`` says that an accumulator keeps every item it is given
+    (:func:`~jetlet.aggregate.to_list`): partial accumulators are then as large as the items they
+    took, so a first stage next to the data would send the same items, only later and in bigger
+    pieces. Keyed windows and grouped aggregations of such an operation run in one stage,
+    partitioned by key (as Jet plans an operation without a combine function), instead of two.
+    ``to_set`` does not say so (it drops duplicates before they would cross), nor do ``mapping``,
+    ``filtering`` and ``flat_mapping`` over a collecting operation (they shrink or drop items there).
     """
 
     create_fn: Callable[[], A]
@@ -138,7 +140,7 @@ class AggregateOperation(Generic[A, R]):
         return dataclasses.replace(self, copy_fn=IDENTITY)
 
     def and_collects_items(self) -> AggregateOperation[A, R]:
-        """Each accumulator keeps every item it takes (a list, a set of them): combining partial
+        """Each accumulator keeps every item it takes (a list of them): combining partial
         accumulators saves nothing, so keyed windows and grouped aggregations run it in one stage."""
         return dataclasses.replace(self, collects_items=True)
 

@@ -432,7 +432,6 @@ def to_set() -> AggregateOperation[set[Any], set[Any]]:
         .and_export(set)
         .and_finish(lambda acc: acc)
         .and_copy(set)
-        .and_collects_items()
     )
 
 
@@ -571,7 +570,7 @@ def mapping(
         mapped = map_fn(item)
         return acc if mapped is None else inner(acc, mapped)
 
-    return dataclasses.replace(downstream, accumulate_fns=(accumulate,))
+    return dataclasses.replace(downstream, accumulate_fns=(accumulate,), collects_items=False)
 
 
 def filtering(
@@ -590,7 +589,7 @@ def filtering(
     def accumulate(acc: Any, item: Any) -> Any:
         return inner(acc, item) if predicate(item) else acc
 
-    return dataclasses.replace(downstream, accumulate_fns=(accumulate,))
+    return dataclasses.replace(downstream, accumulate_fns=(accumulate,), collects_items=False)
 
 
 def flat_mapping(
@@ -611,7 +610,7 @@ def flat_mapping(
             acc = inner(acc, element)
         return acc
 
-    return dataclasses.replace(downstream, accumulate_fns=(accumulate,))
+    return dataclasses.replace(downstream, accumulate_fns=(accumulate,), collects_items=False)
 
 
 def grouping_by(
