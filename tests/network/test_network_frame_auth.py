@@ -192,13 +192,23 @@ def test_given_a_sealer_then_the_tag_covers_the_sequence_number() -> None:
         FrameSealer(b"short")
 
 
-def test_given_a_key_then_the_tag_is_hmac_sha256_of_the_sequence_and_the_frame_cut_to_16_bytes() -> None:
-    frame = encode_frame(MessageType.DATA, b"payload" * 100)
+@pytest.mark.parametrize("size", [700, 2041, 2047, 2048, 5_000, 100_003])
+def test_given_a_key_then_the_tag_is_hmac_sha256_of_the_sequence_and_the_frame_cut_to_16_bytes(
+    size: int,
+) -> None:
+    # (payloads around and over the 2,048 bytes from which hashlib hashes without the GIL)
+    frame = encode_frame(MessageType.DATA, secrets.token_bytes(size))
     for key in (secrets.token_bytes(32), secrets.token_bytes(100)):
         sealer = FrameSealer(key)
         sealer.seal(frame)
         expected = hmac.new(key, (1).to_bytes(8, "big") + frame, hashlib.sha256).digest()[:16]
         assert sealer.seal(frame) == expected
+        # and the decoder, which hashes the header and the payload apart, accepts exactly that tag
+        decoder = FrameDecoder()
+        decoder.authenticate(key)
+        decoder.receive(frame + FrameSealer(key).seal(frame))
+        received = decoder.next_frame()
+        assert received is not None and len(received.payload) == size
 
 
 def test_given_printable_then_control_characters_are_escaped_for_the_log() -> None:
