@@ -408,3 +408,21 @@ def test_window_queries_5_7_and_8_match_plain_python(jet: jetlet.EmbeddedInstanc
     assert collections.Counter(jet.get_list("q7")) == expected_7
     # and query 8 each new person's auctions of their window
     assert collections.Counter(jet.get_list("q8")) == new_users
+
+
+def test_query_8_on_a_two_member_cluster_matches_plain_python() -> None:
+    # given the reference over the windows that surely close, and a cluster of two members, where
+    # query 8's window runs in one stage (to_list collects its items) and people and auctions of one
+    # person cross to the member that owns their key
+    window_8 = 100
+    new_users = plain_new_users(window_8)
+    assert new_users.total() >= 5
+    with local_cluster(2) as client:
+        p = Pipeline()
+        q8_monitor_new_users(event_stage(p), window_8).write_to(Sinks.list("q8"))
+        assert not [v.name for v in p.to_dag().vertices() if v.name.endswith("-prepare")]
+        # when it runs until those windows' results are out
+        run_until(client, p, has_sizes(client, {"q8": new_users.total()}))
+        got = collections.Counter(client.get_list("q8"))
+    # then each new person's auctions of their window came out once, and nothing else
+    assert got == new_users
