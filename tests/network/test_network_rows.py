@@ -2,9 +2,9 @@
 
 A NEXMark ``Bid`` pickled as an object costs the sender a Python ``__reduce__`` and a REDUCE
 per item; as a tuple of its fields it pickles several times faster. These tests check that such
-chunks (bare records, ``(timestamp, record)`` events, several classes mixed) come back equal and
-in order, that anything else is left to the pickler, and that a packet of NEXMark events is
-carried as rows end to end.
+chunks (bare records, ``(timestamp, record)`` events, several classes mixed, plain tuples beside
+them) come back equal and in order, that anything else is left to the pickler, and that packets of
+NEXMark events and of winning bids' input are carried as rows end to end.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from jetlet._network import rows, serialization
 from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
-from jetlet.nexmark import fast_generator, model
+from jetlet.nexmark import fast_generator, joins, model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +59,47 @@ def test_given_bare_records_of_one_class_then_no_class_indexes_are_sent() -> Non
     assert rows.decode(encoded) == records
 
 
+def test_given_pairs_of_plain_tuples_then_the_tuples_travel_as_they_are_beside_the_timestamps() -> None:
+    items = [(10 + i, (i, f"s{i}", None)) for i in range(5)]
+    encoded = rows.encode(items)
+    assert encoded == ([10, 11, 12, 13, 14], None, [(tuple, [item for _, item in items])])
+    assert rows.decode(pickle.loads(pickle.dumps(encoded, protocol=5))) == items
+
+
+def test_given_plain_tuples_mixed_with_records_and_plain_values_then_each_class_is_a_group_in_order() -> None:
+    # given tuples (one holding a record the pickler writes as it is), records and an int, mixed
+    items: list[Any] = [
+        (1, (7, Single("in a tuple"))),
+        (2, Single("a")),
+        (3, (8, 9)),
+        (4, 5),
+        (5, Single("b")),
+    ]
+    # when encoded, pickled and decoded
+    encoded = rows.encode(items)
+    assert encoded is not None
+    timestamps, classes, groups = encoded
+    decoded = rows.decode(pickle.loads(pickle.dumps(encoded, protocol=5)))
+    # then everything is back in order; the record went as its fields, the plain values as they are
+    assert decoded == items
+    assert timestamps == [1, 2, 3, 4, 5] and classes == [0, 1, 0, 2, 1]
+    assert groups == [(tuple, [(7, Single("in a tuple")), (8, 9)]), (Single, [("a",), ("b",)]), (int, [5])]
+
+
+def test_given_winning_bids_input_then_a_packet_of_it_goes_as_rows_and_arrives_equal() -> None:
+    # given NEXMark auctions and bids as winning bids take them: (id, auction) and four-field bids
+    items = [(e.date_time, joins.auction_or_bid(e)) for e in _events(600) if not isinstance(e, model.Person)]
+    assert {len(item) for _, item in items} == {2, 4}
+    # when sent as one packet
+    packet = remote.bounded_packets(3, 4, 0, [(0, 1, remote.DATA, items)], 1 << 20)[0]
+    assert packet.encoded is not None
+    pickled, buffers = remote._split_buffers(packet.encoded)
+    # then it went as rows, and every item came back equal, in order
+    assert [chunk[2] for chunk in pickle.loads(pickled, buffers=buffers)] == [remote.ROWS]
+    decoded = remote.decode_message(MessageType.DATA, packet.encoded)
+    assert decoded == remote.Packet(3, 4, 0, [(0, 1, remote.DATA, items)])
+
+
 @pytest.mark.parametrize(
     "items",
     [
@@ -68,8 +109,17 @@ def test_given_bare_records_of_one_class_then_no_class_indexes_are_sent() -> Non
         [(1, Single("a")), [2, Single("b")]],
         [1, 2, 3],
         [("a", 1), ("b", 2)],
+        [(1, (2, 3)), (2, Unmarked(2))],
     ],
-    ids=["unmarked class", "one unmarked among them", "a triple", "a list", "ints", "plain pairs"],
+    ids=[
+        "unmarked class",
+        "one unmarked among them",
+        "a triple",
+        "a list",
+        "ints",
+        "plain pairs",
+        "a tuple and an unmarked",
+    ],
 )
 def test_given_items_that_are_not_all_records_then_they_are_left_to_the_pickler(items: list[Any]) -> None:
     assert rows.encode(items) is None

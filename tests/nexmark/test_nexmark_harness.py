@@ -443,9 +443,13 @@ def test_the_q4_and_q6_loops_equal_the_jetlet_queries(jet: jetlet.EmbeddedInstan
     assert {r.seller: r.price for r in actual["q6"]} == {r.seller: r.price for r in expected["q6"]}
 
 
+def winner(auction: Auction, bid: Bid) -> AuctionBid:
+    return AuctionBid(auction, bid.bidder, bid.price, bid.date_time)
+
+
 def plain_winners(events: list[Event]) -> list[object]:
     """The winning bids loop's closed auctions over ``events`` in batches, as ``AuctionBid``."""
-    step, out = plain.WinningBidsLoop(AuctionBid), list[object]()
+    step, out = plain.WinningBidsLoop(winner), list[object]()
     for start in range(0, len(events), plain.BATCH):
         step(events[start : start + plain.BATCH], out)
     return out

@@ -43,7 +43,7 @@ from jetlet.nexmark import (
     q13_bounded_side_input_join,
     winning_bids,
 )
-from jetlet.nexmark.joins import OpenAuction, close_auction, track_auction
+from jetlet.nexmark.joins import OpenAuction, PricedBid, close_auction, track_auction
 from jetlet.pipeline import Pipeline, Sinks, StreamStage
 from jetlet.testing import wait_until
 
@@ -226,6 +226,18 @@ def surely_closed(generated: list[Event], ttl: int) -> set[int]:
 
 
 def test_winning_bids_and_queries_4_and_6_match_plain_python(jet: jetlet.EmbeddedInstance) -> None:
+    check_winning_bids_and_queries_4_and_6(jet)
+
+
+def test_winning_bids_and_queries_4_and_6_on_a_two_member_cluster_match_plain_python() -> None:
+    # auctions and bids cross to the member owning their auction id as plain tuples (rows), and
+    # winners to the owner of their category and seller
+    with local_cluster(2) as client:
+        check_winning_bids_and_queries_4_and_6(client)
+
+
+def check_winning_bids_and_queries_4_and_6(jet: Any) -> None:
+    """Winning bids, query 4 and query 6 on ``jet`` equal what plain Python computes."""
     # given the reference winners, and the auctions that surely close within the stream
     winners = plain_winners(SLOW_GENERATED)
     auction_by_id = {a.id: a for a in SLOW_GENERATED if isinstance(a, Auction)}
@@ -252,19 +264,23 @@ def test_winning_bids_and_queries_4_and_6_match_plain_python(jet: jetlet.Embedde
     for winner in got:
         assert winner.auction == auction_by_id[winner.auction.id]
         reference = winners[winner.auction.id]
-        assert (winner.bid.price, winner.bid.date_time) == (reference.price, reference.date_time)
+        assert (winner.bidder, winner.price, winner.date_time) == (
+            reference.bidder,
+            reference.price,
+            reference.date_time,
+        )
     # and query 4 gave one rolling average per closed auction of each category, ending at the full average
     check_rolling(
         jet.get_list("q4"),
         lambda result: (result.category, result.price),
-        {c: [w.bid for w in got if w.auction.category == c] for c in {w.auction.category for w in got}},
+        {c: [w for w in got if w.auction.category == c] for c in {w.auction.category for w in got}},
         lambda bids: java_round(sum(b.price for b in bids) / len(bids)),
     )
     # and query 6 likewise per seller, ending at the mean of the seller's 10 latest winning bids
     check_rolling(
         jet.get_list("q6"),
         lambda result: (result.seller, result.price),
-        {s: [w.bid for w in got if w.auction.seller == s] for s in {w.auction.seller for w in got}},
+        {s: [w for w in got if w.auction.seller == s] for s in {w.auction.seller for w in got}},
         lambda bids: java_round(
             sum(b.price for b in sorted(bids, key=lambda b: (b.date_time, b.price))[-10:])
             / min(len(bids), 10)
@@ -275,8 +291,8 @@ def test_winning_bids_and_queries_4_and_6_match_plain_python(jet: jetlet.Embedde
 def check_rolling(
     results: list[Any],
     key_and_price: Callable[[Any], tuple[int, int]],
-    bids_by_key: dict[int, list[Bid]],
-    final: Callable[[list[Bid]], int],
+    bids_by_key: dict[int, list[AuctionBid]],
+    final: Callable[[list[AuctionBid]], int],
 ) -> None:
     """Per key: one result per winning bid, each within the bids' prices, one of them the final mean."""
     prices: dict[int, list[int]] = collections.defaultdict(list)
@@ -294,8 +310,8 @@ def an_auction(auction_id: int, opens: int, expires: int, reserve: int = 100) ->
     return Auction(auction_id, "item", "", reserve // 2, reserve, opens, expires, 1, 10, "")
 
 
-def a_bid(auction_id: int, price: int, date_time: int) -> Bid:
-    return Bid(auction_id, 2, price, date_time, "")
+def a_bid(auction_id: int, price: int, date_time: int) -> PricedBid:
+    return (auction_id, 2, price, date_time)
 
 
 def test_an_auction_reusing_an_id_closes_the_earlier_auction_and_starts_afresh() -> None:
@@ -303,16 +319,16 @@ def test_an_auction_reusing_an_id_closes_the_earlier_auction_and_starts_afresh()
     # (only early for the state: made while the first auction was open) and a bid under the reserve
     state = OpenAuction()
     first, second = an_auction(7, 0, 1_000), an_auction(7, 500, 2_000, reserve=300)
-    steps = [first, a_bid(7, 150, 100), a_bid(7, 400, 200), a_bid(7, 90, 300)]
+    steps = [(7, first), a_bid(7, 150, 100), a_bid(7, 400, 200), a_bid(7, 90, 300)]
     assert [track_auction(state, 7, item) for item in steps] == [None] * 4
     # when the next auction of the id comes before the first expires, then a bid for it
-    closed = track_auction(state, 7, second)
+    closed = track_auction(state, 7, (7, second))
     after = track_auction(state, 7, a_bid(7, 350, 600))
     # then the first auction closed with its best bid, the second starts with no best bid of its own
     # (the first's 400 would win it), and only the later bid counts for it
-    assert closed == AuctionBid(first, a_bid(7, 400, 200))
+    assert closed == AuctionBid(first, 2, 400, 200)
     assert after is None
-    assert close_auction(state, 7, 2_000) == AuctionBid(second, a_bid(7, 350, 600))
+    assert close_auction(state, 7, 2_000) == AuctionBid(second, 2, 350, 600)
 
 
 def test_early_bids_still_count_and_a_reopened_auction_without_a_valid_bid_closes_silently() -> None:
@@ -322,10 +338,10 @@ def test_early_bids_still_count_and_a_reopened_auction_without_a_valid_bid_close
         assert track_auction(state, 3, bid) is None
     # when the auction comes, then two more auctions of the id, with no bid in between
     first, second, third = an_auction(3, 50, 900, 300), an_auction(3, 60, 900), an_auction(3, 70, 900)
-    steps = [track_auction(state, 3, auction) for auction in (first, second, third)]
+    steps = [track_auction(state, 3, (3, auction)) for auction in (first, second, third)]
     # then the early bid at the auction's time won the first, the second closed with nothing,
     # and the state is the third auction's, with no best bid
-    assert steps == [None, AuctionBid(first, a_bid(3, 350, 50)), None]
+    assert steps == [None, AuctionBid(first, 2, 350, 50), None]
     assert state.auction == third and state.best is None and state.early_bids == []
 
 

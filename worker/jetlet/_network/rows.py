@@ -6,13 +6,19 @@ pickles in about 0.3 µs (unpickling costs the same either way: the class is cal
 record). On NEXMark Q4 and Q6 about half of all events cross a partitioned edge to the other
 member, so that reduce was the largest cost a second member added per event. A class whose
 instances are values, rebuilt exactly by ``cls(*fields)``, says so with ``__jetlet_fields__``: the
-names of those fields in the constructor's order (:func:`fields_of`). A data chunk whose items
-are such records, or ``(timestamp, record)`` pairs (a timestamped stage's events), then travels
-as :data:`Rows`:
+names of those fields in the constructor's order (:func:`fields_of`). Plain values (tuples,
+numbers, strings, bytes, None) pickle in C already, and travel as they are. A data chunk whose
+items are such records, or ``(timestamp, record)`` pairs (a timestamped stage's events; any pair,
+in fact), with at least one record of a class that names its fields or one plain tuple, then
+travels as :data:`Rows`:
 
-* the timestamps as one list (None for bare records);
+* the timestamps (the pairs' first values) as one list (None for bare records);
 * each item's class as an index into the groups (None when the chunk has one class);
-* per class, its records as tuples of their fields, in order.
+* per class, its records as tuples of their fields, in order; plain values as they are.
+
+A chunk of pairs so pickles one tuple less per item, and a chunk that mixes plain tuples with
+records (NEXMark's winning bids: a bid as a tuple of the four fields it needs, an auction as
+``(id, auction)``) needs no reduce per record either.
 
 Encoding is C code only (``map`` with ``operator.itemgetter``/``attrgetter`` and ``type``,
 ``itertools.compress`` to pick a class's records); the pickler then writes tuples of plain values.
@@ -33,21 +39,26 @@ values.
 ([10, 11], None, 'Point', [(1, 2), (3, 4)])
 >>> decode(rows)
 [(10, Point(x=1, y=2)), (11, Point(x=3, y=4))]
+>>> encode([(10, (1, 2)), (11, (3, 4))])
+([10, 11], None, [(<class 'tuple'>, [(1, 2), (3, 4)])])
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 FIELDS_ATTRIBUTE = "__jetlet_fields__"
 
-Group = tuple[type, list[tuple[Any, ...]]]
-"""One class and the fields of its records."""
+Group = tuple[type, list[Any]]
+"""One class and the fields of its records as tuples (its values, for a class in :data:`AS_THEY_ARE`)."""
 Rows = tuple[list[Any] | None, list[int] | None, list[Group]]
 """``(timestamps, class index of each item, groups)``; see the module doc."""
+
+AS_THEY_ARE: frozenset[type] = frozenset({tuple, int, float, str, bytes, bool, type(None)})
+"""Classes whose values travel as they are: the C pickler writes them without a reduce."""
 
 _first = operator.itemgetter(0)
 _second = operator.itemgetter(1)
@@ -72,18 +83,29 @@ def encode(items: list[Any]) -> Rows | None:
         records = list(map(_second, items))
     classes = list(map(type, records))
     kinds = list(dict.fromkeys(classes))
-    getters = [_getter(kind) for kind in kinds]
+    if not any(kind is tuple or fields_of(kind) is not None for kind in kinds):
+        return None  # bare plain values, or records that do not say their fields: the pickler's
+    getters: list[Callable[[Any], tuple[Any, ...]] | None] = []
+    for kind in kinds:
+        if kind in AS_THEY_ARE:
+            getters.append(None)
+            continue
+        getter = _getter(kind)
+        if getter is None:
+            return None
+        getters.append(getter)
     if len(kinds) == 1:
-        getter = getters[0]
-        return None if getter is None else (timestamps, None, [(kinds[0], list(map(getter, records)))])
+        return timestamps, None, [(kinds[0], _fields(getters[0], records))]
     index = {kind: position for position, kind in enumerate(kinds)}
     ids = list(map(index.__getitem__, classes))
     groups: list[Group] = []
     for position, (kind, getter) in enumerate(zip(kinds, getters, strict=True)):
-        if getter is None:
-            return None
-        groups.append((kind, list(map(getter, itertools.compress(records, map(position.__eq__, ids))))))
+        groups.append((kind, _fields(getter, itertools.compress(records, map(position.__eq__, ids)))))
     return timestamps, ids, groups
+
+
+def _fields(getter: Callable[[Any], tuple[Any, ...]] | None, records: Iterable[Any]) -> list[Any]:
+    return list(records) if getter is None else list(map(getter, records))
 
 
 def _getter(kind: type) -> Callable[[Any], tuple[Any, ...]] | None:
@@ -106,7 +128,10 @@ def decode(rows: Rows) -> list[Any]:
     Raises ValueError (or TypeError) when the parts do not fit together.
     """
     timestamps, ids, groups = rows
-    built = [list(itertools.starmap(kind, fields)) for kind, fields in groups]
+    built = [
+        list(fields) if kind in AS_THEY_ARE else list(itertools.starmap(kind, fields))
+        for kind, fields in groups
+    ]
     if ids is None:
         if len(built) != 1:
             raise ValueError(f"{len(built)} groups of rows without class indexes")

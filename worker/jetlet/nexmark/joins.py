@@ -6,7 +6,14 @@ All of them key one event stream by the id the joined events share and keep per-
   person id (``person.id`` / ``auction.seller``) meet in a keyed ``flat_map_stateful``, which
   remembers the person and answers every auction of theirs, including auctions that came first.
 * **Winning bids** (the core of queries 4 and 6) keys auctions and bids by the auction id; a keyed
-  ``map_stateful`` keeps the auction and its best valid bid so far. An auction closes by *event
+  ``map_stateful`` keeps the auction and its best valid bid so far. A bid travels to its auction's
+  member as a :data:`PricedBid`, a plain tuple of the four fields the join and its results read,
+  as Flink SQL's planner prunes a join's inputs to the columns it reads before their shuffle: on
+  two members half of all bids cross, and a tuple of plain values crosses at the pickler's C speed
+  (about a quarter of a ``Bid``'s cost to encode and decode, and fewer bytes). An auction travels
+  as ``(id, auction)`` (:data:`AuctionOrBid`), so that the key of both is their first field, taken
+  by C code (``operator.itemgetter``) where the edge splits the stream by key and again where the
+  state is looked up. An auction closes by *event
   time*: its result is final once the watermark passes its ``expires``. jetlet's keyed state has a
   time-to-live in event time (a key is evicted once the watermark passes its latest event by
   ``ttl``), so the TTL is an upper bound of every auction's duration
@@ -34,7 +41,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Iterable
+import operator
+from collections.abc import Callable, Iterable
 
 from jetlet.aggregate import averaging, to_list
 from jetlet.datamodel import KeyedWindowResult
@@ -160,14 +168,20 @@ def max_auction_duration_ms(config: GeneratorConfig = DEFAULT_CONFIG) -> int:
     return 2 * horizon_ms
 
 
+PricedBid = tuple[int, int, int, int]
+"""A bid as winning bids carry it: ``(auction, bidder, price, date_time)`` (see the module doc)."""
+AuctionOrBid = tuple[int, Auction] | PricedBid
+"""Winning bids' input: an auction as ``(id, auction)``, a bid as its :data:`PricedBid`."""
+
+
 @pickled_by_fields
 @dataclasses.dataclass(slots=True)
 class OpenAuction:
     """Winning bids' state of one auction id: the auction once seen, and its best valid bid so far."""
 
     auction: Auction | None = None
-    best: Bid | None = None
-    early_bids: list[Bid] = dataclasses.field(default_factory=list)
+    best: PricedBid | None = None
+    early_bids: list[PricedBid] = dataclasses.field(default_factory=list)
     """Bids that came before the auction (the generator bids a few ids ahead)."""
 
 
@@ -176,33 +190,35 @@ def copy_open_auction(state: OpenAuction) -> OpenAuction:
     return OpenAuction(state.auction, state.best, list(state.early_bids))
 
 
-def auction_or_bid(item: Event) -> Auction | Bid | None:
-    """An auction or a bid; None for a person."""
-    return None if isinstance(item, Person) else item
+def auction_or_bid(item: Event) -> AuctionOrBid | None:
+    """An auction or a bid as winning bids take it (:data:`AuctionOrBid`); None for a person."""
+    if isinstance(item, Bid):
+        return (item.auction, item.bidder, item.price, item.date_time)
+    return (item.id, item) if isinstance(item, Auction) else None
 
 
-def auction_id(item: Auction | Bid) -> int:
-    """The auction id an auction or a bid belongs to."""
-    return item.id if isinstance(item, Auction) else item.auction
+auction_id: Callable[[AuctionOrBid], int] = operator.itemgetter(0)
+"""The auction id of winning bids' input: its first field."""
 
 
-def is_valid_bid(auction: Auction, bid: Bid) -> bool:
+def is_valid_bid(auction: Auction, bid: PricedBid) -> bool:
     """Whether ``bid`` may win ``auction``: made while it was open, and at least its reserve."""
-    return auction.date_time <= bid.date_time < auction.expires and bid.price >= auction.reserve
+    _, _, price, date_time = bid
+    return auction.date_time <= date_time < auction.expires and price >= auction.reserve
 
 
-def _beats(bid: Bid, best: Bid | None) -> bool:
+def _beats(bid: PricedBid, best: PricedBid | None) -> bool:
     # Beam's Bid.PRICE_THEN_DESCENDING_TIME: the higher price wins, then the earlier bid;
     # a full tie keeps the first
-    return best is None or (bid.price, -bid.date_time) > (best.price, -best.date_time)
+    return best is None or (bid[2], -bid[3]) > (best[2], -best[3])
 
 
-def _offer(state: OpenAuction, auction: Auction, bid: Bid) -> None:
+def _offer(state: OpenAuction, auction: Auction, bid: PricedBid) -> None:
     if is_valid_bid(auction, bid) and _beats(bid, state.best):
         state.best = bid
 
 
-def track_auction(state: OpenAuction, key: int, item: Auction | Bid) -> AuctionBid | None:
+def track_auction(state: OpenAuction, key: int, item: AuctionOrBid) -> AuctionBid | None:
     """Winning bids' step: remember the auction, or fold the bid into its best bid.
 
     It emits only when an auction reuses the id of an earlier auction the state still holds: the
@@ -210,26 +226,28 @@ def track_auction(state: OpenAuction, key: int, item: Auction | Bid) -> AuctionB
     one), since every later bid on the id counts for the new auction, which starts with no best bid.
     Bids that came before any auction of the id (early bids) still count for the first one to come.
     """
-    if isinstance(item, Bid):
-        if state.auction is None:
-            state.early_bids.append(item)
-        else:
-            _offer(state, state.auction, item)
-        return None
-    closed = close_auction(state, key, item.date_time)
-    state.auction = item
-    state.best = None
-    for bid in state.early_bids:
-        _offer(state, item, bid)
-    state.early_bids = []
-    return closed
+    if len(item) == 2:  # an auction, as (id, auction)
+        auction = item[1]
+        closed = close_auction(state, key, auction.date_time)
+        state.auction = auction
+        state.best = None
+        for early in state.early_bids:
+            _offer(state, auction, early)
+        state.early_bids = []
+        return closed
+    if state.auction is None:
+        state.early_bids.append(item)
+    else:
+        _offer(state, state.auction, item)
+    return None
 
 
 def close_auction(state: OpenAuction, _key: int, _watermark: int) -> AuctionBid | None:
     """Winning bids' eviction: the auction with its winning bid; None without an auction or a valid bid."""
     if state.auction is None or state.best is None:
         return None
-    return AuctionBid(state.auction, state.best)
+    _, bidder, price, date_time = state.best
+    return AuctionBid(state.auction, bidder, price, date_time)
 
 
 def winning_bids(
@@ -239,14 +257,14 @@ def winning_bids(
 
     Beam's ``WinningBids`` assigns auctions and bids to custom merging windows (an auction's window is
     ``[date_time, expires)``) and picks the best bid of each auction window. jetlet keys auctions and
-    bids by auction id into a ``map_stateful`` (:func:`track_auction`) whose state lives until the
-    watermark passes its latest event by ``ttl_ms`` (by default :func:`max_auction_duration_ms` of
-    ``config``; it must bound every auction's duration), so past the auction's ``expires``;
-    :func:`close_auction` then emits the result. An auction reusing the id of one still held closes
-    that one at once (see the module doc).
+    bids (as :data:`AuctionOrBid`) by auction id into a ``map_stateful`` (:func:`track_auction`)
+    whose state lives until the watermark passes its latest event by ``ttl_ms`` (by default
+    :func:`max_auction_duration_ms` of ``config``; it must bound every auction's duration), so past
+    the auction's ``expires``; :func:`close_auction` then emits the result. An auction reusing the
+    id of one still held closes that one at once (see the module doc).
     """
     ttl = max_auction_duration_ms(config) if ttl_ms is None else ttl_ms
-    auctions_and_bids: StreamStage[Auction | Bid] = events.map(auction_or_bid)
+    auctions_and_bids: StreamStage[AuctionOrBid] = events.map(auction_or_bid)
     closed: StreamStage[AuctionBid] = auctions_and_bids.grouping_key(auction_id).map_stateful(
         OpenAuction, track_auction, ttl=ttl, on_evict_fn=close_auction, copy_fn=copy_open_auction
     )
@@ -258,7 +276,7 @@ def winning_bids(
 
 def category_and_price(winner: AuctionBid) -> tuple[int, int]:
     """Query 4's input: the category of the closed auction and its winning price."""
-    return (winner.auction.category, winner.bid.price)
+    return (winner.auction.category, winner.price)
 
 
 def _price(category_price: tuple[int, int]) -> int:
@@ -292,25 +310,25 @@ def q4_average_price_by_category(
     return averages.map(to_category_price).set_name("nexmark-q4-average-price-by-category")
 
 
-def seller_bid(winner: AuctionBid) -> tuple[int, Bid]:
-    """Query 6's input: the seller of the closed auction and its winning bid."""
-    return (winner.auction.seller, winner.bid)
+TimePrice = tuple[int, int]
+"""A winning bid as query 6 keeps it: ``(date_time, price)``, in the order that makes "latest"."""
 
 
-def last_bids_mean(last_bids: list[Bid], seller: int, item: tuple[int, Bid]) -> SellerPrice:
+def seller_bid(winner: AuctionBid) -> tuple[int, TimePrice]:
+    """Query 6's input: the seller of the closed auction and its winning bid's time and price."""
+    return (winner.auction.seller, (winner.date_time, winner.price))
+
+
+def last_bids_mean(last_bids: list[TimePrice], seller: int, item: tuple[int, TimePrice]) -> SellerPrice:
     """Query 6's step: add the winning bid, keep the seller's latest ones, emit their mean price.
 
     Like Beam's ``MovingMeanSellingPrice``, "latest" is by bid time (then price), and the mean is
     rounded as Java's ``Math.round``.
     """
     last_bids.append(item[1])
-    last_bids.sort(key=_time_then_price)
+    last_bids.sort()
     del last_bids[:-LAST_AUCTIONS]
-    return SellerPrice(seller, java_round(sum(bid.price for bid in last_bids) / len(last_bids)))
-
-
-def _time_then_price(bid: Bid) -> tuple[int, int]:
-    return (bid.date_time, bid.price)
+    return SellerPrice(seller, java_round(sum(price for _, price in last_bids) / len(last_bids)))
 
 
 def q6_average_price_by_seller(
@@ -323,7 +341,9 @@ def q6_average_price_by_seller(
     ``map_stateful`` holding those bids (:func:`last_bids_mean`). A seller's state lives for the job;
     ``config`` and ``ttl_ms`` are those of :func:`winning_bids`.
     """
-    by_seller: StreamStage[tuple[int, Bid]] = winning_bids(events, config, ttl_ms=ttl_ms).map(seller_bid)
+    by_seller: StreamStage[tuple[int, TimePrice]] = winning_bids(events, config, ttl_ms=ttl_ms).map(
+        seller_bid
+    )
     means: StreamStage[SellerPrice] = by_seller.grouping_key(_first).map_stateful(
         list, last_bids_mean, copy_fn=list.copy
     )
