@@ -1,8 +1,9 @@
 """The partitioned split of one chunk: CPU per item of routing 1,024 NEXMark events to two consumers.
 
 What a producer pays per item on a partitioned edge between members (each member's consumer of
-Q4's auction key): the key function (the pipeline's ``(timestamp, event)`` key, as the planner
-builds it), the partition and the share. Every split is checked to route each event where
+Q4's auction key): the key function (the pipeline's ``(timestamp, item)`` key, as the planner
+builds it, over winning bids' input: auctions as ``(id, auction)``, bids as four-field tuples),
+the partition and the share. Every split is checked to route each event where
 ``stable_hash`` of its key says. Compare two trees with ``PYTHONPATH=<tree>/worker``.
 
 Run: ``python bench/partitioned_split_bench.py [--rounds 7]``.
@@ -27,7 +28,7 @@ def main(argv: Sequence[str] = ()) -> str:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(list(argv))
     events = fast_generator.fast_events(range(100_000, 101_024), fast_generator.FastConfig())
-    batch = [(event.date_time, event) for event in events if type(event) is not Person]
+    batch = [(event.date_time, joins.auction_or_bid(event)) for event in events if type(event) is not Person]
     table = [p % 2 for p in range(partitioning.DEFAULT_PARTITION_COUNT)]
     key = transforms._event_key(joins.auction_id)
     collector = outbound.OutboundCollector(

@@ -5,10 +5,10 @@ steps of one snapshot, on one processor, with no engine around it, in interleave
 every mode is measured in the same run, against the same states:
 
 * **keyed state** (NEXMark's winning-bids state: one ``OpenAuction`` per auction id, each holding an
-  auction and its best bid): ``--keys`` states saved at a barrier, then one bid for every key
-  before the member has stored the snapshot (the worst case: every state is changed while still
-  lent). Per touched key, the barrier's cost plus the extra time of processing those bids compared
-  with processing them with no snapshot pending:
+  auction and its best bid as a ``PricedBid`` tuple): ``--keys`` states saved at a barrier, then one
+  bid for every key before the member has stored the snapshot (the worst case: every state is
+  changed while still lent). Per touched key, the barrier's cost plus the extra time of processing
+  those bids compared with processing them with no snapshot pending:
 
   - ``pickle at barrier``: every state pickled at the barrier, as the engine does with values it
     cannot keep (the behaviour the issue measured);
@@ -44,7 +44,7 @@ from jetlet.aggregate import AggregateOperation, operations
 from jetlet.core import Inbox, Outbox, snapshot_writer
 from jetlet.core.processors import aggregation, stateful
 from jetlet.nexmark import joins
-from jetlet.nexmark.model import Auction, Bid
+from jetlet.nexmark.model import Auction
 from jetlet.testing import make_context
 
 Entries = list[tuple[Any, Any]]
@@ -62,20 +62,16 @@ def _auction(i: int) -> Auction:
     )
 
 
-def _bid(i: int, price: int) -> Bid:
-    return Bid(i, 1_000 + i % 131, price, 2_000 + i, "")
-
-
-def _auction_id(item: Auction | Bid) -> int:
-    return item.id if isinstance(item, Auction) else item.auction
+def _bid(i: int, price: int) -> joins.PricedBid:
+    return (i, 1_000 + i % 131, price, 2_000 + i)
 
 
 def _primed(keys: int, copy_fn: Callable[[Any], Any] | None) -> stateful.StatefulP:
     processor = stateful.StatefulP(
-        stateful.MAP, _auction_id, joins.OpenAuction, joins.track_auction, False, copy_fn=copy_fn
+        stateful.MAP, joins.auction_id, joins.OpenAuction, joins.track_auction, False, copy_fn=copy_fn
     )
     processor.init(Outbox(1, capacity=keys * 3), make_context("winning-bids"))
-    processor.process(0, Inbox([_auction(i) for i in range(keys)] + [_bid(i, 300) for i in range(keys)]))
+    processor.process(0, Inbox([(i, _auction(i)) for i in range(keys)] + [_bid(i, 300) for i in range(keys)]))
     return processor
 
 

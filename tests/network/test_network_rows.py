@@ -157,6 +157,8 @@ def test_given_a_packet_of_nexmark_events_then_its_data_goes_as_rows_and_arrives
         ([1, 2], None, [(Single, [("a",)])]),
         (None, [0, 0], [(Single, [("a",)]), (Single, [("b",)])]),
         (None, None, [(Single, [("a", "b")])]),
+        ([1], None, [(tuple, ["not a tuple"])]),
+        (None, None, [(int, [1, "2"])]),
     ],
     ids=[
         "more indexes than records",
@@ -164,6 +166,8 @@ def test_given_a_packet_of_nexmark_events_then_its_data_goes_as_rows_and_arrives
         "timestamps left over",
         "an index too often",
         "too many fields",
+        "a tuple group holding a string",
+        "an int group holding a string",
     ],
 )
 def test_given_rows_that_do_not_fit_together_then_the_packet_is_refused(bad: rows.Rows) -> None:

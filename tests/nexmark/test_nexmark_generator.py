@@ -133,7 +133,7 @@ def test_unbounded_events_and_invalid_arguments() -> None:
 def test_events_and_query_state_pickle_as_their_fields(stream: list[Person | Auction | Bid]) -> None:
     # given events of every kind and the queries' mutable state classes
     auction = next(e for e in stream if isinstance(e, Auction))
-    bids = [e for e in stream[:200] if isinstance(e, Bid)]
+    bids = [(e.auction, e.bidder, e.price, e.date_time) for e in stream[:200] if isinstance(e, Bid)]
     state = OpenAuction(auction, bids[0], bids[1:3])
     values = [*stream[:100], state, SellerState()]
     # when pickled and loaded, then each is equal to the original and a separate object

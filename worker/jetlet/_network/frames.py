@@ -55,14 +55,16 @@ import hmac
 import struct
 from typing import NamedTuple
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """Version byte of every frame; a peer speaking another version is refused.
 
-4: a ``DATA`` payload starts with its route (job, edge, source member) as fixed-size integers, so
-the network thread routes it without unpickling and the receiver tasklet decodes the rest. 3: a
-``DATA`` payload is a table of out-of-band buffers, one pickle of the whole packet and those
-buffers (record batches' columns; see :mod:`jetlet._network.tasklets`). 2: one pickle of the whole
-packet. 1: msgpack with a pickle per item."""
+5: a ``ROWS`` chunk may hold groups of plain values (tuples, numbers, strings) as they are
+(:mod:`jetlet._network.rows`), which a version-4 member would rebuild wrongly. 4: a ``DATA``
+payload starts with its route (job, edge, source member) as fixed-size integers, so the network
+thread routes it without unpickling and the receiver tasklet decodes the rest. 3: a ``DATA``
+payload is a table of out-of-band buffers, one pickle of the whole packet and those buffers
+(record batches' columns; see :mod:`jetlet._network.tasklets`). 2: one pickle of the whole packet.
+1: msgpack with a pickle per item."""
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 """Largest payload accepted from an authenticated peer, in bytes."""
@@ -121,7 +123,7 @@ def encode_frame(msg_type: MessageType, payload: bytes = b"") -> bytes:
     """The bytes of one frame.
 
     >>> encode_frame(MessageType.HEARTBEAT, b"hi")
-    b'\\x00\\x00\\x00\\x02\\x04\\thi'
+    b'\\x00\\x00\\x00\\x02\\x05\\thi'
     """
     return _HEADER.pack(len(payload), PROTOCOL_VERSION, msg_type) + payload
 

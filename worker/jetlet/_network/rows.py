@@ -16,9 +16,9 @@ travels as :data:`Rows`:
 * each item's class as an index into the groups (None when the chunk has one class);
 * per class, its records as tuples of their fields, in order; plain values as they are.
 
-A chunk of pairs so pickles one tuple less per item, and a chunk that mixes plain tuples with
-records (NEXMark's winning bids: a bid as a tuple of the four fields it needs, an auction as
-``(id, auction)``) needs no reduce per record either.
+A chunk of pairs so pickles one tuple less per item, with no failed attempt first for a chunk of
+plain tuples (NEXMark's winning bids: a bid as a tuple of the four fields it needs, an auction as
+``(id, auction)``; the auction inside such a tuple still pickles through its reduce).
 
 Encoding is C code only (``map`` with ``operator.itemgetter``/``attrgetter`` and ``type``,
 ``itertools.compress`` to pick a class's records); the pickler then writes tuples of plain values.
@@ -128,10 +128,7 @@ def decode(rows: Rows) -> list[Any]:
     Raises ValueError (or TypeError) when the parts do not fit together.
     """
     timestamps, ids, groups = rows
-    built = [
-        list(fields) if kind in AS_THEY_ARE else list(itertools.starmap(kind, fields))
-        for kind, fields in groups
-    ]
+    built = [_built(kind, fields) for kind, fields in groups]
     if ids is None:
         if len(built) != 1:
             raise ValueError(f"{len(built)} groups of rows without class indexes")
@@ -145,3 +142,11 @@ def decode(rows: Rows) -> list[Any]:
     if timestamps is None:
         return records
     return list(zip(timestamps, records, strict=True))
+
+
+def _built(kind: type, fields: list[Any]) -> list[Any]:
+    if kind not in AS_THEY_ARE:
+        return list(itertools.starmap(kind, fields))
+    if not set(map(type, fields)) <= {kind}:  # the encoder groups values by their exact class
+        raise ValueError(f"a group of {kind.__name__} values holds another class")
+    return list(fields)

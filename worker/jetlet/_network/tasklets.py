@@ -65,11 +65,12 @@ barriers between them) in one call, with no Python step per item in jetlet's
 code, and memoizes each class reference once per packet; the receiver
 decodes a frame with one ``pickle.loads``. Consecutive data chunks of one
 producer and consumer travel as one (a queue holds one batch per element). A
-data chunk of records that declare their fields (``__jetlet_fields__``), bare
-or as ``(timestamp, record)`` events, travels as a ``ROWS`` chunk
-(:mod:`jetlet._network.rows`): tuples of the records' fields, so that the
-pickler writes plain values instead of reducing every record (a NEXMark
-``Bid``: 0.3-0.55 µs to encode instead of 0.8-1.6). Items the C pickler cannot pickle
+data chunk of records that declare their fields (``__jetlet_fields__``) or of
+plain tuples, bare or as ``(timestamp, record)`` events, travels as a ``ROWS``
+chunk (:mod:`jetlet._network.rows`): tuples of the records' fields, plain
+values as they are, so that the pickler writes plain values instead of
+reducing every record (a NEXMark ``Bid``: 0.3-0.55 µs to encode instead of
+0.8-1.6). Items the C pickler cannot pickle
 by reference (lambdas, classes that exist only by value) make the whole
 packet go through cloudpickle instead (:func:`jetlet._pickling.dumps`).
 Issue 20 measured the per-item msgpack extensions this replaces at 9-16 µs
