@@ -29,7 +29,8 @@ All of them key one event stream by the id the joined events share and keep per-
 * **Query 4** averages the winning prices per category (a keyed rolling average), **query 6** per
   seller over their last 10 winning bids (a keyed ``map_stateful`` holding those bids).
 * **Query 8** (monitor new users) is a *window* join: people keyed by id and auctions keyed by seller
-  co-aggregated into the same tumbling windows (``aggregate2``).
+  co-aggregated into the same tumbling windows (``aggregate2``), each cut to the two fields the
+  result reads.
 
 The per-item logic is in plain module-level functions and state classes (picklable, testable alone).
 Each keyed state has a ``copy_fn`` (:func:`copy_seller_state`, :func:`copy_open_auction`, ``list.copy``):
@@ -354,34 +355,32 @@ def q6_average_price_by_seller(
 # --------------------------------------------------------------------------- query 8
 
 
-def person_or_none(item: Event) -> Person | None:
-    """A person; None for other events."""
-    return item if isinstance(item, Person) else None
+IdName = tuple[int, str]
+"""A new person as query 8 keeps them: ``(id, name)``, the fields its result reads."""
+SellerReserve = tuple[int, int]
+"""An auction as query 8 keeps it: ``(seller, reserve)``, the fields its result and its key read."""
 
 
-def auction_or_none(item: Event) -> Auction | None:
-    """An auction; None for other events."""
-    return item if isinstance(item, Auction) else None
+def person_id_name(item: Event) -> IdName | None:
+    """A person as its :data:`IdName`; None for other events."""
+    return (item.id, item.name) if isinstance(item, Person) else None
 
 
-def person_id(person: Person) -> int:
-    """A person's id (query 8's key of people)."""
-    return person.id
+def auction_seller_reserve(item: Event) -> SellerReserve | None:
+    """An auction as its :data:`SellerReserve`; None for other events."""
+    return (item.seller, item.reserve) if isinstance(item, Auction) else None
 
 
-def auction_seller(auction: Auction) -> int:
-    """An auction's seller (query 8's key of auctions)."""
-    return auction.seller
+person_key: Callable[[IdName | SellerReserve], int] = operator.itemgetter(0)
+"""Query 8's key: a person's id, an auction's seller (the first field of both)."""
 
 
 def new_user_auctions(
-    window: KeyedWindowResult[int, tuple[list[Person], list[Auction]]],
+    window: KeyedWindowResult[int, tuple[list[IdName], list[SellerReserve]]],
 ) -> Iterable[IdNameReserve]:
     """Query 8's output of one window and person id: each auction of a person who joined in it."""
     people, auctions = window.result
-    return [
-        IdNameReserve(person.id, person.name, auction.reserve) for person in people for auction in auctions
-    ]
+    return [IdNameReserve(person, name, reserve) for person, name in people for _, reserve in auctions]
 
 
 def q8_monitor_new_users(events: StreamStage[Event], window_ms: int = 10_000) -> StreamStage[IdNameReserve]:
@@ -389,10 +388,13 @@ def q8_monitor_new_users(events: StreamStage[Event], window_ms: int = 10_000) ->
 
     Beam co-groups people keyed by id and auctions keyed by seller in fixed windows; jetlet
     co-aggregates the two keyed stages into the same tumbling windows (``aggregate2`` of two
-    ``to_list``) and flat-maps each window's people and auctions to :class:`IdNameReserve`.
+    ``to_list``) and flat-maps each window's people and auctions to :class:`IdNameReserve`. As in
+    winning bids, each person and auction is cut to the fields the result reads, ``(id, name)`` and
+    ``(seller, reserve)``, before it crosses to its key's member: plain tuples cross with no Python
+    call of their own, and the windows hold them instead of whole events.
     """
-    people = events.map(person_or_none).grouping_key(person_id)
-    auctions = events.map(auction_or_none).grouping_key(auction_seller)
+    people = events.map(person_id_name).grouping_key(person_key)
+    auctions = events.map(auction_seller_reserve).grouping_key(person_key)
     windows = people.window(WindowDefinition.tumbling(window_ms)).aggregate2(to_list(), auctions, to_list())
     joined: StreamStage[IdNameReserve] = windows.flat_map(new_user_auctions)
     return joined.set_name("nexmark-q8-monitor-new-users")
