@@ -20,7 +20,7 @@ import pytest
 import jetlet
 from jetlet.aggregate import counting, summing, to_list
 from jetlet.datamodel import KeyedWindowResult, WindowResult
-from jetlet.pipeline import Pipeline, Sinks, Sources, WindowDefinition
+from jetlet.pipeline import Pipeline, Sinks, Sources, StreamStage, WindowDefinition
 
 LAG = 400
 Event = tuple[int, int, int]  # (timestamp, key, value)
@@ -94,6 +94,16 @@ def source(events: list[Event]) -> Any:
     return Sources.stream_from_generator(generate, name="events")
 
 
+def spread(p: Pipeline, events: list[Event], lp: int) -> StreamStage[Event]:
+    """``events`` timestamped by their first field (``LAG`` allowed), then spread over ``lp`` processors."""
+    return (
+        p.read_from(source(events))
+        .with_timestamps(lambda e: e[0], allowed_lag=LAG)
+        .map(lambda e: e)
+        .set_local_parallelism(lp)
+    )
+
+
 def late_dropped(job: Any) -> int:
     return sum(counters.get("lateEventsDropped", 0) for counters in job.metrics().values())
 
@@ -106,10 +116,7 @@ def test_keyed_sliding_and_tumbling_windows_count_like_the_reference(
     # given out-of-order events with a few late ones
     p = Pipeline()
     (
-        p.read_from(source(EVENTS))
-        .with_timestamps(lambda e: e[0], allowed_lag=LAG)
-        .map(lambda e: e)
-        .set_local_parallelism(lp)
+        spread(p, EVENTS, lp)
         .grouping_key(lambda e: e[1])
         .window(WindowDefinition.sliding(size, slide))
         .aggregate(counting())
@@ -131,10 +138,7 @@ def test_keyed_sliding_and_tumbling_windows_count_like_the_reference(
 def test_global_window_sums_like_the_reference(jet: jetlet.EmbeddedInstance, lp: int) -> None:
     p = Pipeline()
     (
-        p.read_from(source(EVENTS))
-        .with_timestamps(lambda e: e[0], allowed_lag=LAG)
-        .map(lambda e: e)
-        .set_local_parallelism(lp)
+        spread(p, EVENTS, lp)
         .window(WindowDefinition.sliding(3000, 1000))
         .aggregate(summing(lambda e: e[2]))
         .write_to(Sinks.list("windows"))
@@ -151,10 +155,7 @@ def test_session_windows_per_key_like_the_reference(jet: jetlet.EmbeddedInstance
     sparse = make_events(count=1500, keys=30, seed=9)
     p = Pipeline()
     (
-        p.read_from(source(sparse))
-        .with_timestamps(lambda e: e[0], allowed_lag=LAG)
-        .map(lambda e: e)
-        .set_local_parallelism(lp)
+        spread(p, sparse, lp)
         .grouping_key(lambda e: e[1])
         .window(WindowDefinition.session(150))
         .aggregate(counting())
@@ -198,12 +199,7 @@ def test_keyed_windows_of_collected_items_run_in_one_stage_and_hold_every_on_tim
 ) -> None:
     # given keyed windows that collect their items (to_list) and co-collect two inputs
     p = Pipeline()
-    events = (
-        p.read_from(source(EVENTS))
-        .with_timestamps(lambda e: e[0], allowed_lag=LAG)
-        .map(lambda e: e)
-        .set_local_parallelism(lp)
-    )
+    events = spread(p, EVENTS, lp)
     evens = events.filter(lambda e: e[2] % 2 == 0).grouping_key(lambda e: e[1])
     odds = events.filter(lambda e: e[2] % 2 == 1).grouping_key(lambda e: e[1])
     window = WindowDefinition.sliding(size, slide)

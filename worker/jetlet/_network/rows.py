@@ -83,8 +83,6 @@ def encode(items: list[Any]) -> Rows | None:
         records = list(map(_second, items))
     classes = list(map(type, records))
     kinds = list(dict.fromkeys(classes))
-    if not any(kind is tuple or fields_of(kind) is not None for kind in kinds):
-        return None  # bare plain values, or records that do not say their fields: the pickler's
     getters: list[Callable[[Any], tuple[Any, ...]] | None] = []
     for kind in kinds:
         if kind in AS_THEY_ARE:
@@ -92,8 +90,10 @@ def encode(items: list[Any]) -> Rows | None:
             continue
         getter = _getter(kind)
         if getter is None:
-            return None
+            return None  # a record that does not say its fields: the pickler's
         getters.append(getter)
+    if tuple not in kinds and all(getter is None for getter in getters):
+        return None  # plain values only, none a tuple: pickled as they are
     if len(kinds) == 1:
         return timestamps, None, [(kinds[0], _fields(getters[0], records))]
     index = {kind: position for position, kind in enumerate(kinds)}
