@@ -4,10 +4,10 @@ Issue 20 item 4. The processing thread's CPU time (``time.thread_time``) is meas
 steps of one snapshot, on one processor, with no engine around it, in interleaved rounds (medians);
 every mode is measured in the same run, against the same states:
 
-* **keyed state** (NEXMark's winning-bids state: one ``OpenAuction`` per auction id, each holding an
-  auction and its best bid as a ``PricedBid`` tuple): ``--keys`` states saved at a barrier, then one
-  bid for every key before the member has stored the snapshot (the worst case: every state is
-  changed while still lent). Per touched key, the barrier's cost plus the extra time of processing
+* **keyed state** (NEXMark query 3's: one ``SellerState`` per seller id, each holding an auction that
+  waits for its seller in a list): ``--keys`` states saved at a barrier, then one more auction for
+  every key before the member has stored the snapshot (the worst case: every state is changed while
+  still lent). Per touched key, the barrier's cost plus the extra time of processing
   those bids compared with processing them with no snapshot pending:
 
   - ``pickle at barrier``: every state pickled at the barrier, as the engine does with values it
@@ -56,27 +56,33 @@ def _drain(bucket: Entries) -> Entries:
     return [(k, v if type(v) is lent or type(v) is copied else freeze(v)) for k, v in bucket]
 
 
-def _auction(i: int) -> Auction:
+def _auction(i: int, seller: int | None = None) -> Auction:
+    """Auction ``i`` of seller ``seller`` (by default ``i``)."""
     return Auction(
-        i, f"item-{i}", f"description of item {i}", 100, 200, 1_000 + i, 61_000 + i, i % 97, i % 7, ""
+        i,
+        f"item-{i}",
+        f"description of item {i}",
+        100,
+        200,
+        1_000 + i,
+        61_000 + i,
+        i if seller is None else seller,
+        i % 7,
+        "",
     )
-
-
-def _bid(i: int, price: int) -> joins.PricedBid:
-    return (i, 1_000 + i % 131, price, 2_000 + i)
 
 
 def _primed(keys: int, copy_fn: Callable[[Any], Any] | None) -> stateful.StatefulP:
     processor = stateful.StatefulP(
-        stateful.MAP, joins.auction_id, joins.OpenAuction, joins.track_auction, False, copy_fn=copy_fn
+        stateful.FLAT_MAP, joins.seller_id, joins.SellerState, joins.join_seller, False, copy_fn=copy_fn
     )
-    processor.init(Outbox(1, capacity=keys * 3), make_context("winning-bids"))
-    processor.process(0, Inbox([(i, _auction(i)) for i in range(keys)] + [_bid(i, 300) for i in range(keys)]))
+    processor.init(Outbox(1, capacity=keys * 3), make_context("local-item-suggestion"))
+    processor.process(0, Inbox([_auction(i) for i in range(keys)]))
     return processor
 
 
 def _process(processor: stateful.StatefulP, items: list[Any]) -> float:
-    processor.init(Outbox(1, capacity=len(items) + 1), make_context("winning-bids"))
+    processor.init(Outbox(1, capacity=len(items) + 1), make_context("local-item-suggestion"))
     gc.collect()
     started = time.thread_time()
     processor.process(0, Inbox(items))
@@ -85,7 +91,7 @@ def _process(processor: stateful.StatefulP, items: list[Any]) -> float:
 
 def _barrier(processor: Any) -> tuple[float, Entries]:
     outbox = Outbox(1, capacity=10**9)
-    processor.init(outbox, make_context("winning-bids"))
+    processor.init(outbox, make_context("local-item-suggestion"))
     gc.collect()
     started = time.thread_time()
     assert processor.save_to_snapshot()
@@ -99,8 +105,8 @@ def _stored(saved: Entries) -> dict[Any, Any]:
 
 def _keyed_round(keys: int) -> dict[str, float]:
     """Seconds per touched key of each mode, in one round."""
-    bids = [_bid(i, 400) for i in range(keys)]
-    expected = {i: [joins.OpenAuction(_auction(i), _bid(i, 300), []), 0] for i in range(keys)}
+    bids = [_auction(keys + i, seller=i) for i in range(keys)]  # one more auction waiting for each seller
+    expected = {i: [joins.SellerState(None, [_auction(i)]), 0] for i in range(keys)}
     out: dict[str, float] = {}
     quiet = _process(_primed(keys, None), bids)  # no snapshot pending: the baseline
 
@@ -112,7 +118,7 @@ def _keyed_round(keys: int) -> dict[str, float]:
     out["pickle at barrier"] = (barrier + _process(processor, bids) - quiet) / keys
     _check(frozen, expected)
 
-    for mode, copy_fn in (("lent, no copy_fn", None), ("lent, copy_fn", joins.copy_open_auction)):
+    for mode, copy_fn in (("lent, no copy_fn", None), ("lent, copy_fn", joins.copy_seller_state)):
         processor = _primed(keys, copy_fn)
         barrier, saved = _barrier(processor)
         out[mode] = (barrier + _process(processor, bids) - quiet) / keys

@@ -2,8 +2,8 @@
 
 Issue 20, Q4's latency with snapshots. A member stores its part of a snapshot on a thread of its own,
 which shares the GIL with the processing thread: whatever it computes is taken from the processing
-thread when the member is busy. For ``--keys`` of NEXMark's winning-bids states (one ``OpenAuction``
-per auction id, with ``copy_fn``), none changed since the barrier, the store thread's CPU time
+thread when the member is busy. For ``--keys`` of NEXMark query 3's states (one ``SellerState``
+per seller id, with ``copy_fn``), none changed since the barrier, the store thread's CPU time
 (``time.thread_time``, after a full collection) is measured for
 
 * ``pickle each`` (the baseline, snapshot chunk format 1): every state claimed and pickled on its own,
@@ -51,7 +51,7 @@ def copy_pickle_groups(states: dict[Any, Any], copy: Callable[[Any], Any], parti
     """Format 2: what a member's store thread does with lent states (settle, then chunks)."""
     loan = snapshot_writer.Loan(states, copy)
     settled = snapshot_writer.settle_lent([(None, snapshot_writer.Lent(loan))])
-    by_partition, broadcast, _ = snapshot_data.chunks_of({"winning-bids": settled}, partitions, ())
+    by_partition, broadcast, _ = snapshot_data.chunks_of({"local-item-suggestion": settled}, partitions, ())
     return [chunk for chunks in by_partition.values() for _, chunk in chunks] + [c for _, c in broadcast]
 
 
@@ -72,7 +72,7 @@ def _timed(step: Callable[[], Chunks]) -> tuple[float, Chunks]:
 
 def measure(keys: int, rounds: int, partitions: int = DEFAULT_PARTITION_COUNT) -> dict[str, list[float]]:
     """Per mode, the store thread's CPU seconds per state in each round; checks every mode's result."""
-    processor = _primed(keys, joins.copy_open_auction)
+    processor = _primed(keys, joins.copy_seller_state)
     states = processor._states
     copy = processor._copy_slot
     expected = {key: snapshot_writer.thaw(snapshot_writer.freeze(slot)) for key, slot in states.items()}

@@ -19,7 +19,7 @@ import pytest
 from jetlet._network import rows, serialization
 from jetlet._network import tasklets as remote
 from jetlet._network.frames import MessageType
-from jetlet.nexmark import fast_generator, joins, model
+from jetlet.nexmark import fast_generator, model, partial_winners
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +87,12 @@ def test_given_plain_tuples_mixed_with_records_and_plain_values_then_each_class_
 
 
 def test_given_winning_bids_input_then_a_packet_of_it_goes_as_rows_and_arrives_equal() -> None:
-    # given NEXMark auctions and bids as winning bids take them: (id, auction) and four-field bids
-    items = [(e.date_time, joins.auction_or_bid(e)) for e in _events(600) if not isinstance(e, model.Person)]
+    # given NEXMark auctions and bids as winning bids take them: (id, fields) and four-field bids
+    items = [
+        (e.date_time, partial_winners.auction_or_bid(e))
+        for e in _events(600)
+        if not isinstance(e, model.Person)
+    ]
     assert {len(item) for _, item in items} == {2, 4}
     # when sent as one packet
     packet = remote.bounded_packets(3, 4, 0, [(0, 1, remote.DATA, items)], 1 << 20)[0]

@@ -8,7 +8,7 @@ import pytest
 
 from jetlet.nexmark import Auction, Bid, GeneratorConfig, Person, event, events
 from jetlet.nexmark.generator import AUCTION_ID_LEAD, PERSON_ID_LEAD, JavaRandom
-from jetlet.nexmark.joins import OpenAuction, SellerState
+from jetlet.nexmark.joins import SellerState
 
 COUNT = 50_000
 CONFIG = GeneratorConfig()
@@ -132,15 +132,15 @@ def test_unbounded_events_and_invalid_arguments() -> None:
 
 def test_events_and_query_state_pickle_as_their_fields(stream: list[Person | Auction | Bid]) -> None:
     # given events of every kind and the queries' mutable state classes
-    auction = next(e for e in stream if isinstance(e, Auction))
-    bids = [(e.auction, e.bidder, e.price, e.date_time) for e in stream[:200] if isinstance(e, Bid)]
-    state = OpenAuction(auction, bids[0], bids[1:3])
+    person = next(e for e in stream if isinstance(e, Person))
+    auctions = [e for e in stream[:200] if isinstance(e, Auction)]
+    state = SellerState(person, auctions[:2])
     values = [*stream[:100], state, SellerState()]
     # when pickled and loaded, then each is equal to the original and a separate object
     loaded = [pickle.loads(pickle.dumps(value, protocol=5)) for value in values]
     assert loaded == values
     assert all(a is not b for a, b in zip(loaded, values, strict=True))
     # and the mutable state's list is copied, not shared
-    assert loaded[100].early_bids is not state.early_bids
+    assert loaded[100].waiting is not state.waiting
     # and the reduced form is the class and the field values, not a dict of slots
-    assert state.__reduce__() == (OpenAuction, (auction, bids[0], bids[1:3]))
+    assert state.__reduce__() == (SellerState, (person, auctions[:2]))

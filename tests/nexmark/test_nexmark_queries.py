@@ -9,6 +9,7 @@ out and is then cancelled; windows and auctions count only when the watermark su
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 import jetlet
+from jetlet.core.watermark import Watermark
 from jetlet.errors import JobCancelledError
 from jetlet.local_cluster import local_cluster
 from jetlet.nexmark import (
@@ -43,9 +45,19 @@ from jetlet.nexmark import (
     q13_bounded_side_input_join,
     winning_bids,
 )
-from jetlet.nexmark.joins import OpenAuction, PricedBid, close_auction, track_auction
+from jetlet.nexmark.partial_winners import (
+    AuctionOrBid,
+    PartialWinner,
+    PricedBid,
+    auction_fields,
+    auction_key,
+    best_of_partials,
+    no_winner_yet,
+    partial_winning_bids_p,
+    winner,
+)
 from jetlet.pipeline import Pipeline, Sinks, StreamStage
-from jetlet.testing import wait_until
+from jetlet.testing import TestSupport, verify_processor, wait_until
 
 COUNT = 5_050
 """Events 0 .. 5049: 505 ms of event time at the default 10,000 events/s."""
@@ -261,10 +273,10 @@ def check_winning_bids_and_queries_4_and_6(jet: Any) -> None:
     ids = [w.auction.id for w in got]
     assert len(ids) == len(set(ids))
     assert closed <= set(ids) <= winners.keys()
-    for winner in got:
-        assert winner.auction == auction_by_id[winner.auction.id]
-        reference = winners[winner.auction.id]
-        assert (winner.bidder, winner.price, winner.date_time) == (
+    for won in got:
+        assert won.auction == auction_by_id[won.auction.id]
+        reference = winners[won.auction.id]
+        assert (won.bidder, won.price, won.date_time) == (
             reference.bidder,
             reference.price,
             reference.date_time,
@@ -314,35 +326,74 @@ def a_bid(auction_id: int, price: int, date_time: int) -> PricedBid:
     return (auction_id, 2, price, date_time)
 
 
+def partial_winners(*inputs: list[Any]) -> TestSupport:
+    """A verification of winning bids' partial stage over ``inputs`` (local events, broadcast auctions)."""
+    support = verify_processor(partial_winning_bids_p(ttl=5_000))
+    return support.inputs(inputs, priorities=[1, 0]).disable_complete_call()
+
+
+def opened(auction: Auction) -> tuple[int, tuple[int, AuctionOrBid]]:
+    """``auction`` as winning bids' input, timestamped."""
+    return (auction.date_time, (auction.id, auction_fields(auction)))
+
+
+def partial(auction: Auction, price: int, date_time: int) -> PartialWinner:
+    return (auction_fields(auction), 2, price, date_time)
+
+
 def test_an_auction_reusing_an_id_closes_the_earlier_auction_and_starts_afresh() -> None:
     # given an auction with a valid best bid, a bid for the next auction of its id that came early
     # (only early for the state: made while the first auction was open) and a bid under the reserve
-    state = OpenAuction()
     first, second = an_auction(7, 0, 1_000), an_auction(7, 500, 2_000, reserve=300)
-    steps = [(7, first), a_bid(7, 150, 100), a_bid(7, 400, 200), a_bid(7, 90, 300)]
-    assert [track_auction(state, 7, item) for item in steps] == [None] * 4
-    # when the next auction of the id comes before the first expires, then a bid for it
-    closed = track_auction(state, 7, (7, second))
-    after = track_auction(state, 7, a_bid(7, 350, 600))
-    # then the first auction closed with its best bid, the second starts with no best bid of its own
-    # (the first's 400 would win it), and only the later bid counts for it
-    assert closed == AuctionBid(first, 2, 400, 200)
-    assert after is None
-    assert close_auction(state, 7, 2_000) == AuctionBid(second, 2, 350, 600)
+    bids = [a_bid(7, 150, 100), a_bid(7, 400, 200), a_bid(7, 90, 300)]
+    # when the next auction of the id comes before the first expires, then a bid for it, and the
+    # watermark passes both
+    events = [opened(first), *((b[3], b) for b in bids), opened(second), (600, a_bid(7, 350, 600))]
+    # then the first auction closed at once with its best bid, timestamped when the second opened
+    # (no later bid counts for it), the second started with no best bid of its own (the first's 400
+    # would win it) and closed at its expires
+    expected = [(500, partial(first, 400, 200)), (2_000, partial(second, 350, 600)), Watermark(2_000)]
+    partial_winners([*events, Watermark(2_000)], []).expect_output(expected)
 
 
 def test_early_bids_still_count_and_a_reopened_auction_without_a_valid_bid_closes_silently() -> None:
     # given bids that came before any auction of the id: one before the auction, one at its own time
-    state = OpenAuction()
-    for bid in (a_bid(3, 500, 40), a_bid(3, 350, 50)):
-        assert track_auction(state, 3, bid) is None
+    early = [(40, a_bid(3, 500, 40)), (50, a_bid(3, 350, 50))]
     # when the auction comes, then two more auctions of the id, with no bid in between
     first, second, third = an_auction(3, 50, 900, 300), an_auction(3, 60, 900), an_auction(3, 70, 900)
-    steps = [track_auction(state, 3, (3, auction)) for auction in (first, second, third)]
-    # then the early bid at the auction's time won the first, the second closed with nothing,
-    # and the state is the third auction's, with no best bid
-    assert steps == [None, AuctionBid(first, 2, 350, 50), None]
-    assert state.auction == third and state.best is None and state.early_bids == []
+    # then the early bid at the auction's time won the first, the second and third closed with nothing
+    partial_winners(early + [opened(a) for a in (first, second, third)] + [Watermark(900)], []).expect_output(
+        [(60, partial(first, 350, 50)), Watermark(900)]
+    )
+
+
+def test_an_auction_opens_once_however_many_copies_come_and_a_closed_one_not_again() -> None:
+    # given auctions 1 and 2 broadcast (read first), auction 1 also among the local events with bids
+    # for both, and a copy of auction 3 after the watermark passed its expires
+    one, two, three = an_auction(1, 0, 1_000), an_auction(2, 0, 1_000), an_auction(3, 0, 300)
+    broadcast = [opened(one), opened(two)]
+    local = [opened(one), (10, a_bid(1, 200, 10)), (20, a_bid(2, 300, 20)), Watermark(500)]
+    late = [opened(three), (400, a_bid(3, 900, 290))]
+    # when the watermark passes the auctions' expires
+    events = local + late + [Watermark(1_000)]
+    # then each auction with a valid bid closed once with it; the late copy of auction 3 opened nothing
+    partial_winners(events, broadcast).expect_output(
+        [Watermark(500), (1_000, partial(one, 200, 10)), (1_000, partial(two, 300, 20)), Watermark(1_000)]
+    )
+
+
+def test_the_best_of_the_members_partial_winners_wins_and_ties_go_to_the_earlier_bid() -> None:
+    # given partial winners of one auction from three members, two at the top price
+    auction = an_auction(5, 0, 1_000)
+    fields = auction_fields(auction)
+    partials = [(fields, 1, 300, 90), (fields, 2, 400, 80), (fields, 3, 400, 70)]
+    # when the combining step folds them in any order
+    for order in itertools.permutations(partials):
+        state = no_winner_yet()
+        for one in order:
+            best_of_partials(state, auction_key(one), one)
+        # then the winner is the earlier of the two at the top price, with the whole auction
+        assert winner(state, (5, 0), 1_001) == AuctionBid(auction, 3, 400, 70)
 
 
 def test_query_4_runs_on_a_two_member_cluster() -> None:

@@ -18,6 +18,7 @@ import pytest
 
 import jetlet
 from jetlet.aggregate import averaging, counting, filtering, mapping, summing, to_list, to_set
+from jetlet.core import processor as processor_mod
 from jetlet.pipeline import Pipeline, Sinks, Sources
 
 LPS = [1, 4]
@@ -331,6 +332,69 @@ def test_apply_and_custom_transform(jet: jetlet.EmbeddedInstance) -> None:
     assert collections.Counter(jet.get_list("out")) == collections.Counter(
         -n * 2 for n in NUMBERS if (n * 2) % 4 == 0
     )
+
+
+class CountsPerInput(processor_mod.Processor):
+    """Counts the items of each input; at the end emits ``(items of input 0, items of input 1)``."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0]
+
+    def process(self, ordinal: int, inbox: Any) -> None:
+        self.counts[ordinal] += len(inbox.take_all())
+
+    def complete(self) -> bool:
+        return self.outbox.offer(tuple(self.counts))
+
+
+@pytest.mark.parametrize("lp", LPS)
+def test_a_broadcast_input_of_a_custom_transform_reaches_every_processor_and_its_other_input_each_once(
+    jet: jetlet.EmbeddedInstance, lp: int
+) -> None:
+    # given a custom processor whose input 0 is a stage and input 1 a broadcast stage of 30 tags
+    p = Pipeline()
+    numbers = p.read_from(Sources.from_iterable(NUMBERS))
+    tags = p.read_from(Sources.from_iterable(range(30))).map(lambda n: n * 10).broadcast()
+    counts = numbers.custom_transform("count-inputs", CountsPerInput, tags).set_local_parallelism(lp)
+    counts.write_to(Sinks.list("counts"))
+    # when it runs
+    run(jet, p)
+    got = jet.get_list("counts")
+    # then every processor of it, on every member, got all 30 tags, and the numbers went once each
+    members = 1 if isinstance(jet, jetlet.EmbeddedInstance) else 3  # the fixture's cluster
+    assert len(got) == lp * members
+    assert {tags_seen for _, tags_seen in got} == {30}
+    assert sum(numbers_seen for numbers_seen, _ in got) == len(NUMBERS)
+
+
+def test_a_broadcast_stage_is_planned_as_a_broadcast_distributed_edge_and_rebalance_undoes_it() -> None:
+    # given a stage broadcast into a custom transform, and one broadcast and then rebalanced
+    p = Pipeline()
+    numbers = p.read_from(Sources.from_iterable(NUMBERS))
+    tags = p.read_from(Sources.from_iterable(range(3))).map(lambda n: n).set_name("tags").broadcast()
+    numbers.custom_transform("count-inputs", CountsPerInput, tags).write_to(Sinks.list("a"))
+    p.read_from(Sources.from_iterable(range(3))).map(lambda n: n).set_name("keyed").broadcast().rebalance(
+        lambda n: n
+    ).map(lambda n: n).write_to(Sinks.list("b"))
+    # when planned
+    edges = {(e.source_name, e.dest_name): e for e in p.to_dag().edges()}
+    # then the tags reach the custom vertex's input 1 on a broadcast-distributed edge, the numbers
+    # its input 0 on a local one, and the rebalanced stage goes by key
+    tag_edge = next(e for (source, _), e in edges.items() if source.startswith("tags"))
+    assert (tag_edge.describe(), tag_edge.dest_ordinal) == ("broadcast-distributed", 1)
+    number_edge = next(e for (_, dest), e in edges.items() if dest == "count-inputs" and e.dest_ordinal == 0)
+    assert not number_edge.is_distributed
+    keyed_edge = next(e for (source, _), e in edges.items() if source.startswith("keyed"))
+    assert keyed_edge.describe() == "partitioned-distributed"
+
+
+def test_custom_transform_refuses_a_further_input_that_is_no_stage_or_of_another_pipeline() -> None:
+    p, other = Pipeline(), Pipeline()
+    numbers = p.read_from(Sources.from_iterable(NUMBERS))
+    with pytest.raises(TypeError, match="custom_transform takes stages as further inputs, got 3"):
+        numbers.custom_transform("x", CountsPerInput, 3)
+    with pytest.raises(ValueError, match="cannot take a stage of another pipeline"):
+        numbers.custom_transform("x", CountsPerInput, other.read_from(Sources.from_iterable([1])))
 
 
 def test_two_cooperative_threads_give_the_same_answer(jet2: jetlet.EmbeddedInstance) -> None:

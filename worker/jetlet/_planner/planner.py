@@ -111,7 +111,7 @@ class Planner:
         """Connect every upstream transform's vertex to ``to_vertex``, input ordinal = upstream index.
 
         ``configure(edge, ordinal)`` sets the routing; without it the edge is
-        the upstream's rebalance choice, else isolated under
+        the upstream's rebalance or broadcast choice, else isolated under
         ``preserve_order``, else local unicast. An edge that carries record
         batches (its upstream makes them, or its transform takes them, or passes
         them on unchanged to one that does: a timestamp stage) is marked so, for
@@ -120,7 +120,9 @@ class Planner:
         for ordinal, upstream in enumerate(self.upstream[transform]):
             edge = self.edge_from(upstream, to_vertex, ordinal)
             if upstream.rebalance:
-                if upstream.rebalance_key is None:
+                if upstream.broadcast:
+                    edge.broadcast().distributed()
+                elif upstream.rebalance_key is None:
                     edge.unicast().distributed()
                 else:
                     edge.partitioned(upstream.rebalance_key).distributed()

@@ -46,6 +46,8 @@ class Transform(abc.ABC):
         self.local_parallelism = -1
         self.rebalance = False
         self.rebalance_key: KeyFn | None = None
+        self.broadcast = False
+        """Its output goes to every processor of the next stage (``broadcast()``; sets ``rebalance`` too)."""
         self.sequence = next(_sequence)
         self.user_fns: list[Callable[..., Any]] = []
         """The user's functions in this transform, checked for picklability at plan time."""
@@ -91,6 +93,7 @@ class SourceTransform(Transform):
         merged.sequence = self.sequence  # vertex names follow the planning order
         merged.local_parallelism = self.local_parallelism
         merged.rebalance, merged.rebalance_key = consumer.rebalance, consumer.rebalance_key
+        merged.broadcast = consumer.broadcast
         merged.makes_batches = consumer.makes_batches
         return merged
 
@@ -213,6 +216,7 @@ class FusedTransform(Transform):
         self.local_parallelism = parts[0].local_parallelism
         self.rebalance = parts[-1].rebalance
         self.rebalance_key = parts[-1].rebalance_key
+        self.broadcast = parts[-1].broadcast
         self.takes_batches = parts[0].takes_batches
         self.makes_batches = parts[-1].makes_batches
 

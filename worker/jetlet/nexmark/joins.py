@@ -5,27 +5,15 @@ All of them key one event stream by the id the joined events share and keep per-
 * **Query 3** (local item suggestion) is an *incremental* join: people and auctions keyed by the
   person id (``person.id`` / ``auction.seller``) meet in a keyed ``flat_map_stateful``, which
   remembers the person and answers every auction of theirs, including auctions that came first.
-* **Winning bids** (the core of queries 4 and 6) keys auctions and bids by the auction id; a keyed
-  ``map_stateful`` keeps the auction and its best valid bid so far. A bid travels to its auction's
-  member as a :data:`PricedBid`, a plain tuple of the four fields the join and its results read,
-  as Flink SQL's planner prunes a join's inputs to the columns it reads before their shuffle: on
-  two members half of all bids cross, and a tuple of plain values crosses at the pickler's C speed
-  (about a quarter of a ``Bid``'s cost to encode and decode, and fewer bytes). An auction travels
-  as ``(id, auction)`` (:data:`AuctionOrBid`; the auction inside still pickles through its reduce,
-  about 6 % of what crosses), so that the key of both is their first field, taken by C code
-  (``operator.itemgetter``) where the edge splits the stream by key and again where the state is
-  looked up. An auction closes by *event
-  time*: its result is final once the watermark passes its ``expires``. jetlet's keyed state has a
-  time-to-live in event time (a key is evicted once the watermark passes its latest event by
-  ``ttl``), so the TTL is an upper bound of every auction's duration
-  (:func:`max_auction_duration_ms`): a key is evicted after its auction expired, and the eviction
-  callback emits the winning bid. An auction's result thus comes out when the watermark passes
-  ``expires``, or up to ``ttl`` later (when its last event on the key is late). Watermarks are
-  throttled as in Jet (to the gcd of the pipeline's window slides, else to 1,000 ms), so without
-  windows in the pipeline auctions close at whole seconds of event time. Beam's generator never
-  reuses an auction id, but a generator with few keys (the Jet paper's, 10,000) does: a new auction
-  on a key whose state still holds an earlier one first closes the earlier one (its result comes
-  out then: no later bid can count for it) and starts afresh.
+* **Winning bids** (the core of queries 4 and 6) is a broadcast join followed by a local-global
+  aggregation (:mod:`jetlet.nexmark.partial_winners`): each member finds the best of its own bids
+  for every auction, with the auctions broadcast to every member, and the partial winners meet by
+  auction once the watermark passes its ``expires``. Bids, nearly every event, never leave their
+  member. A bid is cut to a :data:`~jetlet.nexmark.partial_winners.PricedBid`, the four fields the
+  join and its results read (as Flink SQL's planner prunes a join's inputs), an auction to the
+  tuple of its field values, so both cross at the pickler's C speed. Beam's generator never reuses
+  an auction id, but a generator with few keys (the Jet paper's, 10,000) does: a new auction on an
+  id that still holds an earlier one closes the earlier one (no later bid can count for it).
 * **Query 4** averages the winning prices per category (a keyed rolling average), **query 6** per
   seller over their last 10 winning bids (a keyed ``map_stateful`` holding those bids).
 * **Query 8** (monitor new users) is a *window* join: people keyed by id and auctions keyed by seller
@@ -33,7 +21,7 @@ All of them key one event stream by the id the joined events share and keep per-
   result reads.
 
 The per-item logic is in plain module-level functions and state classes (picklable, testable alone).
-Each keyed state has a ``copy_fn`` (:func:`copy_seller_state`, :func:`copy_open_auction`, ``list.copy``):
+Each keyed state has a ``copy_fn`` (:func:`copy_seller_state`, ``list.copy``):
 events are never changed, so a copy needs new lists only, and a snapshot then costs the processing
 thread a cheap copy of each state changed while the snapshot is stored instead of its pickle.
 """
@@ -48,6 +36,7 @@ from collections.abc import Callable, Iterable
 
 from jetlet.aggregate import averaging, to_list
 from jetlet.datamodel import KeyedWindowResult
+from jetlet.nexmark import partial_winners as wb
 from jetlet.nexmark.generator import (
     AUCTION_PROPORTION,
     DEFAULT_CONFIG,
@@ -57,7 +46,6 @@ from jetlet.nexmark.generator import (
 from jetlet.nexmark.model import (
     Auction,
     AuctionBid,
-    Bid,
     CategoryPrice,
     Event,
     IdNameReserve,
@@ -170,105 +158,27 @@ def max_auction_duration_ms(config: GeneratorConfig = DEFAULT_CONFIG) -> int:
     return 2 * horizon_ms
 
 
-PricedBid = tuple[int, int, int, int]
-"""A bid as winning bids carry it: ``(auction, bidder, price, date_time)`` (see the module doc)."""
-AuctionOrBid = tuple[int, Auction] | PricedBid
-"""Winning bids' input: an auction as ``(id, auction)``, a bid as its :data:`PricedBid`."""
-
-
-@pickled_by_fields
-@dataclasses.dataclass(slots=True)
-class OpenAuction:
-    """Winning bids' state of one auction id: the auction once seen, and its best valid bid so far."""
-
-    auction: Auction | None = None
-    best: PricedBid | None = None
-    early_bids: list[PricedBid] = dataclasses.field(default_factory=list)
-    """Bids that came before the auction (the generator bids a few ids ahead)."""
-
-
-def copy_open_auction(state: OpenAuction) -> OpenAuction:
-    """A copy for snapshots (``copy_fn``): the events are shared, the list is new."""
-    return OpenAuction(state.auction, state.best, list(state.early_bids))
-
-
-def auction_or_bid(item: Event) -> AuctionOrBid | None:
-    """An auction or a bid as winning bids take it (:data:`AuctionOrBid`); None for a person."""
-    if isinstance(item, Bid):
-        return (item.auction, item.bidder, item.price, item.date_time)
-    return (item.id, item) if isinstance(item, Auction) else None
-
-
-auction_id: Callable[[AuctionOrBid], int] = operator.itemgetter(0)
-"""The auction id of winning bids' input: its first field."""
-
-
-def is_valid_bid(auction: Auction, bid: PricedBid) -> bool:
-    """Whether ``bid`` may win ``auction``: made while it was open, and at least its reserve."""
-    _, _, price, date_time = bid
-    return auction.date_time <= date_time < auction.expires and price >= auction.reserve
-
-
-def _beats(bid: PricedBid, best: PricedBid | None) -> bool:
-    # Beam's Bid.PRICE_THEN_DESCENDING_TIME: the higher price wins, then the earlier bid;
-    # a full tie keeps the first
-    return best is None or (bid[2], -bid[3]) > (best[2], -best[3])
-
-
-def _offer(state: OpenAuction, auction: Auction, bid: PricedBid) -> None:
-    if is_valid_bid(auction, bid) and _beats(bid, state.best):
-        state.best = bid
-
-
-def track_auction(state: OpenAuction, key: int, item: AuctionOrBid) -> AuctionBid | None:
-    """Winning bids' step: remember the auction, or fold the bid into its best bid.
-
-    It emits only when an auction reuses the id of an earlier auction the state still holds: the
-    earlier auction is then closed (as :func:`close_auction` does: its winning bid, if it has a valid
-    one), since every later bid on the id counts for the new auction, which starts with no best bid.
-    Bids that came before any auction of the id (early bids) still count for the first one to come.
-    """
-    if len(item) == 2:  # an auction, as (id, auction)
-        auction = item[1]
-        closed = close_auction(state, key, auction.date_time)
-        state.auction = auction
-        state.best = None
-        for early in state.early_bids:
-            _offer(state, auction, early)
-        state.early_bids = []
-        return closed
-    if state.auction is None:
-        state.early_bids.append(item)
-    else:
-        _offer(state, state.auction, item)
-    return None
-
-
-def close_auction(state: OpenAuction, _key: int, _watermark: int) -> AuctionBid | None:
-    """Winning bids' eviction: the auction with its winning bid; None without an auction or a valid bid."""
-    if state.auction is None or state.best is None:
-        return None
-    _, bidder, price, date_time = state.best
-    return AuctionBid(state.auction, bidder, price, date_time)
-
-
 def winning_bids(
     events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG, *, ttl_ms: int | None = None
 ) -> StreamStage[AuctionBid]:
     """The winning bid of each closed auction: the highest bid made while it was open, over its reserve.
 
     Beam's ``WinningBids`` assigns auctions and bids to custom merging windows (an auction's window is
-    ``[date_time, expires)``) and picks the best bid of each auction window. jetlet keys auctions and
-    bids (as :data:`AuctionOrBid`) by auction id into a ``map_stateful`` (:func:`track_auction`)
-    whose state lives until the watermark passes its latest event by ``ttl_ms`` (by default
-    :func:`max_auction_duration_ms` of ``config``; it must bound every auction's duration), so past
-    the auction's ``expires``; :func:`close_auction` then emits the result. An auction reusing the
-    id of one still held closes that one at once (see the module doc).
+    ``[date_time, expires)``) and picks the best bid of each auction window. jetlet finds the best bid
+    of each auction on every member among that member's bids, with the auctions broadcast, and
+    combines the members' partial winners by auction once the watermark passes ``expires``
+    (:mod:`jetlet.nexmark.partial_winners`): bids never leave their member. Bids that come before
+    their auction wait for it for ``ttl_ms`` of event time (by default
+    :func:`max_auction_duration_ms` of ``config``).
     """
     ttl = max_auction_duration_ms(config) if ttl_ms is None else ttl_ms
-    auctions_and_bids: StreamStage[AuctionOrBid] = events.map(auction_or_bid)
-    closed: StreamStage[AuctionBid] = auctions_and_bids.grouping_key(auction_id).map_stateful(
-        OpenAuction, track_auction, ttl=ttl, on_evict_fn=close_auction, copy_fn=copy_open_auction
+    auctions_and_bids: StreamStage[wb.AuctionOrBid] = events.map(wb.auction_or_bid)
+    auctions = auctions_and_bids.filter(wb.is_auction).set_name("nexmark-winning-bids-auctions").broadcast()
+    partials: StreamStage[wb.PartialWinner] = auctions_and_bids.custom_transform(
+        "nexmark-winning-bids-partial", wb.partial_winning_bids_p(ttl), auctions
+    )
+    closed: StreamStage[AuctionBid] = partials.grouping_key(wb.auction_key).map_stateful(
+        wb.no_winner_yet, wb.best_of_partials, ttl=1, on_evict_fn=wb.winner, copy_fn=list.copy
     )
     return closed.set_name("nexmark-winning-bids")
 

@@ -111,7 +111,7 @@ class AuctionBid:
     """The winning bid of a closed auction (Beam's ``AuctionBid``; queries 4 and 6).
 
     Beam's carries the whole bid; this one its bidder, price and time, the fields a bid keeps on
-    its way to the auction (:data:`jetlet.nexmark.joins.PricedBid`): no query reads the others.
+    its way to the auction (:data:`jetlet.nexmark.partial_winners.PricedBid`): no query reads the others.
     """
 
     auction: Auction

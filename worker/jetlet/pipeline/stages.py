@@ -215,6 +215,7 @@ class GeneralStage(Generic[T]):
         if key_fn is not None:
             _check_callable(key_fn, self.name, "the rebalance key function")
         self._transform.rebalance = True
+        self._transform.broadcast = False
         if key_fn is not None:
             self._transform.rebalance_key = (lambda e: key_fn(e[1])) if self._timestamped else key_fn
         return self
@@ -230,10 +231,38 @@ class GeneralStage(Generic[T]):
         derived: Self = self._derive(tf.MergeTransform([self._transform, other._transform]))
         return derived
 
-    def custom_transform(self, name: str, supplier: object) -> Self:
-        """Your own processor (a Core API supplier) as the next stage."""
-        derived: Self = self._derive(tf.CustomTransform(name, [self._transform], supplier))
-        return derived
+    def broadcast(self) -> Self:
+        """Send every item of this stage to every processor of the next stage, on every member
+        (Flink's ``DataStream.broadcast()``): for a small stream that each processor needs whole."""
+        self._transform.rebalance = True
+        self._transform.rebalance_key = None
+        self._transform.broadcast = True
+        return self
+
+    def custom_transform(self, name: str, supplier: object, *others: GeneralStage[Any]) -> Any:
+        """Your own processor (a Core API supplier) as the next stage.
+
+        Its input 0 is this stage; each of ``others`` is a further input (1, 2, ...), as the edges
+        of a Core API vertex. Each input keeps its own routing (local unless it was rebalanced or
+        broadcast), and the processor tells its inputs apart by ordinal in ``process``. The stage's
+        item type is the processor's to say: annotate the variable you assign it to.
+        """
+        for other in others:
+            if not isinstance(other, GeneralStage):
+                raise TypeError(
+                    f"stage {self.name!r}: custom_transform takes stages as further inputs, got {other!r}"
+                )
+            if other._pipeline is not self._pipeline:
+                raise ValueError(
+                    f"stage {self.name!r}: custom_transform cannot take a stage of another pipeline"
+                )
+            if other._timestamped != self._timestamped:
+                raise ValueError(
+                    f"stage {self.name!r}: custom_transform cannot take a timestamped stage with one "
+                    "without timestamps"
+                )
+        upstream = [self._transform, *(other._transform for other in others)]
+        return self._derive(tf.CustomTransform(name, upstream, supplier))
 
     def apply(self, fn: Callable[[Self], R]) -> R:
         """``fn(self)``: reuse a chain of stages written as a function."""

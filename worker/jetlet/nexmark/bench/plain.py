@@ -29,8 +29,8 @@ event, of any kind).
   events/s there are none). The fast generator draws auction ids from its ``keys`` (10,000), so
   an id is reopened while an older auction of it may still be open: the older one then closes at
   once with its best so far (no later bid can count for it), as in jetlet
-  (:func:`~jetlet.nexmark.joins.track_auction`), and the new one starts afresh. Only the moment an
-  auction closes by time differs: here at ``expires``, in jetlet when its state's TTL runs out.
+  (:mod:`jetlet.nexmark.partial_winners`), and the new one starts afresh. An auction closes at
+  ``expires`` here, and in jetlet when the watermark passes it.
 * Q5: frame-based, as ``bench/sliding_window_bench.py``: a dict of counts per auction for the
   current frame (one slide); when an event's time passes the frame's end, the frame is added to a
   running window dict, the window's top auction (most bids, ties to the higher id) is emitted as
