@@ -11,12 +11,13 @@ So the plan is Flink SQL's broadcast join with a local-global aggregation after 
    processor of the stage on every member (input 1).
 2. Each processor keeps every open auction it heard of and the best of *its* bids for it, and
    closes an auction by event time: when the watermark reaches ``expires`` (every bid made before
-   it has come), it emits that partial winner, an :class:`~jetlet.nexmark.model.AuctionBid`
-   timestamped ``expires``, if it saw a valid bid.
+   it has come), it emits that partial winner (a :data:`PartialWinner`), if it saw a valid bid,
+   timestamped when the auction stopped taking bids: ``expires``, or the start of a later auction
+   that reused its id (below).
 3. The partials meet by auction at one member (:func:`best_of_partials`, keyed by
-   :func:`auction_key`), whose state closes one millisecond after ``expires``: a partial's
+   :func:`auction_key`), whose state closes one millisecond after that time: a partial's
    timestamp is the same on every member, so by then every member's partial has come. The best of
-   them is the auction's winner.
+   them is the auction's winner, an :class:`~jetlet.nexmark.model.AuctionBid` (:func:`winner`).
 
 Only auctions (about 6 % of events) and partial winners (one per auction and member with a valid
 bid) cross between members.
@@ -27,11 +28,14 @@ the broadcast copy on input 1 then finds the auction already there and is droppe
 auction copy already closed or older than the one held). Beam's generator never reuses an auction
 id, but the fast generator's few keys (the Jet paper's 10,000) do: an auction reusing the id of
 one still open closes that one at once (no later bid counts for it, as in the plain loop) and
-starts afresh. Bids that come before any auction of their id wait for it (early bids; Beam's
-generator bids a few ids ahead) and are dropped once the watermark passes them by ``ttl``, the
-longest auction. On one member each id's events thus meet in the source's order, as in the plain
-loop; across members a bid can meet a reopened id's auction before or after a remote auction that
-reopens it, depending on when that auction crosses (as with any shuffle of two members' streams).
+starts afresh; the older one's winner comes out when the watermark passes the newer one's start,
+once every member's partial for it has come. Bids that come before any auction of their id wait
+for it (early bids; Beam's generator bids a few ids ahead) and are dropped once the watermark
+passes them by ``ttl``, the longest auction. On one member each id's events thus meet in the
+source's order, as in the plain loop. Across members, a member's bids made before a remote auction
+reopened their id count for the older auction, as they should; but those it makes after that, until
+the reopening auction reaches it, count for the older auction too (if made while it was open),
+where the plain loop gives them to the newer one.
 
 **Snapshots.** A processor's state is a dict of open auctions (id -> ``[auction, best price, best
 time, bidder]``) and of early bids. It is saved, copied at the barrier, under a
