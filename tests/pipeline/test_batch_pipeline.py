@@ -388,6 +388,42 @@ def test_a_broadcast_stage_is_planned_as_a_broadcast_distributed_edge_and_rebala
     assert keyed_edge.describe() == "partitioned-distributed"
 
 
+@pytest.mark.parametrize("lp", LPS)
+def test_a_rebalanced_stage_still_meets_a_keyed_state_by_key(jet: jetlet.EmbeddedInstance, lp: int) -> None:
+    # given words rebalanced round-robin, then counted per word in a keyed state
+    words = [f"w{i % 7}" for i in range(700)]
+    p = Pipeline()
+    rebalanced = p.read_from(Sources.from_iterable(words)).rebalance()
+    counted = (
+        rebalanced.grouping_key(lambda w: w).map_stateful(lambda: [0], count_into).set_local_parallelism(lp)
+    )
+    counted.write_to(Sinks.list("counts"))
+    # when it runs
+    run(jet, p)
+    # then every word's state saw all its items: its highest count is the word's count
+    highest: dict[str, int] = {}
+    for word, count in jet.get_list("counts"):
+        highest[word] = max(highest.get(word, 0), count)
+    assert highest == collections.Counter(words)
+
+
+def count_into(state: list[int], key: str, _item: str) -> tuple[str, int]:
+    state[0] += 1
+    return (key, state[0])
+
+
+def test_broadcast_into_a_stage_that_routes_its_input_by_key_is_a_planning_error() -> None:
+    p = Pipeline()
+    tags = p.read_from(Sources.from_iterable(range(3))).map(lambda n: n).set_name("tags").broadcast()
+    tags.grouping_key(lambda n: n).map_stateful(lambda: [0], count_into).set_name("per-tag").write_to(
+        Sinks.list("x")
+    )
+    with pytest.raises(
+        ValueError, match="stage 'tags' is broadcast into stage 'per-tag', which routes its input"
+    ):
+        p.to_dag()
+
+
 def test_custom_transform_refuses_a_further_input_that_is_no_stage_or_of_another_pipeline() -> None:
     p, other = Pipeline(), Pipeline()
     numbers = p.read_from(Sources.from_iterable(NUMBERS))

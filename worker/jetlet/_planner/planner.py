@@ -43,6 +43,11 @@ from jetlet._planner import transforms as tf
 from jetlet.core import dag as dag_mod
 from jetlet.core import edge as edge_mod
 
+_ROUTED = frozenset(
+    {edge_mod.RoutingPolicy.PARTITIONED, edge_mod.RoutingPolicy.ALL_TO_ONE, edge_mod.RoutingPolicy.BROADCAST}
+)
+"""Routings a transform sets for an input because it needs them (see :meth:`Planner.add_edges`)."""
+
 
 class PlanningError(ValueError):
     """The pipeline cannot be planned; the message names the stage."""
@@ -110,8 +115,12 @@ class Planner:
     ) -> None:
         """Connect every upstream transform's vertex to ``to_vertex``, input ordinal = upstream index.
 
-        ``configure(edge, ordinal)`` sets the routing; without it the edge is
-        the upstream's rebalance or broadcast choice, else isolated under
+        ``configure(edge, ordinal)`` sets the routing the transform needs. A
+        transform that routes an input by key, to one processor or to every
+        processor keeps that routing: an upstream's ``rebalance`` does not
+        change it (a keyed state must see every item of its key), and an
+        upstream's ``broadcast()`` there is a planning error. Any other input
+        takes the upstream's rebalance or broadcast, else isolated under
         ``preserve_order``, else local unicast. An edge that carries record
         batches (its upstream makes them, or its transform takes them, or passes
         them on unchanged to one that does: a timestamp stage) is marked so, for
@@ -119,16 +128,23 @@ class Planner:
         """
         for ordinal, upstream in enumerate(self.upstream[transform]):
             edge = self.edge_from(upstream, to_vertex, ordinal)
-            if upstream.rebalance:
+            if configure is not None:
+                configure(edge, ordinal)
+            routed = edge.routing_policy in _ROUTED
+            if upstream.broadcast and routed and edge.routing_policy is not edge_mod.RoutingPolicy.BROADCAST:
+                raise PlanningError(
+                    f"stage {upstream.name!r} is broadcast into stage {transform.name!r}, which routes "
+                    f"its input {edge.routing_policy.value}: broadcast() feeds only stages that take "
+                    "their input from anywhere (map, filter, a custom transform...)"
+                )
+            if upstream.rebalance and not routed:
                 if upstream.broadcast:
                     edge.broadcast().distributed()
                 elif upstream.rebalance_key is None:
                     edge.unicast().distributed()
                 else:
                     edge.partitioned(upstream.rebalance_key).distributed()
-            elif configure is not None:
-                configure(edge, ordinal)
-            elif self.preserve_order:
+            elif configure is None and self.preserve_order:
                 edge.isolated()
             if upstream.makes_batches or self._feeds_batches(transform):
                 edge.batches()
