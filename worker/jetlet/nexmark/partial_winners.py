@@ -56,6 +56,7 @@ from typing import Any, Final
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor, snapshot_keys, snapshot_writer
 from jetlet.core import watermark as wm
+from jetlet.core.processors import pending
 from jetlet.nexmark.model import Auction, AuctionBid, Bid, Event
 
 PricedBid = tuple[int, int, int, int]
@@ -156,20 +157,20 @@ class PartialWinningBidsP(processor.Processor):
         self._buckets: list[int] = []  # heap of the keys of _closing
         self._early: dict[int, list[PricedBid]] = {}
         self._watermark = -(2**63)
-        self._pending: list[Any] = []
-        self._pending_watermark: wm.Watermark | None = None
+        self._output = pending.PendingOutput()
         self._snapshot = snapshot_writer.SnapshotWriter()
         self._restored: list[list[Any]] = []
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
-        if not self._flush():
+        output = self._output
+        if not output.flush(self.outbox):
             return
         items = inbox.take_all()
-        out = self._pending
+        out = output.items
         if ordinal == 1:
             for _, auction in items:
                 self._open_auction(auction[1], out)
-            self._flush()
+            output.flush(self.outbox)
             return
         to_beat = self._to_beat.get
         for element in items:
@@ -182,7 +183,7 @@ class PartialWinningBidsP(processor.Processor):
                 self._wait_for_auction(item)
             elif item[2] >= price_to_beat:
                 self._offer(self._open[item[0]], item)
-        self._flush()
+        output.flush(self.outbox)
 
     def _offer(self, state: list[Any], bid: PricedBid) -> None:
         """Make ``bid`` the best of ``state``'s auction if it was made while the auction was open and
@@ -239,31 +240,15 @@ class PartialWinningBidsP(processor.Processor):
         if date_time != NO_BID:
             out.append((min(closed_at, auction[_EXPIRES]), (auction, bidder, price, date_time)))
 
-    def _flush(self) -> bool:
-        pending = self._pending
-        if not pending:
-            return True
-        taken = self.outbox.offer_batch(pending)
-        del pending[:taken]
-        return not pending
-
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
-        if not self._flush():
-            return False
-        if self._pending_watermark is not watermark:
-            self._pending_watermark = watermark
-            self._advance(watermark.timestamp)
-            if not self._flush():
-                return False
-        if not self.outbox.offer(watermark):
-            return False
-        self._pending_watermark = None
-        return True
+        return self._output.watermark(self.outbox, watermark, self._advance)
 
-    def _advance(self, watermark: int) -> None:
-        """Close every auction whose ``expires`` the watermark reached; drop early bids it left behind."""
+    def _advance(self, watermark: int) -> list[Any]:
+        """Close every auction whose ``expires`` the watermark reached (their partial winners are
+        returned); drop the early bids it left behind."""
         self._watermark = watermark
-        buckets, closing, opened, out = self._buckets, self._closing, self._open, self._pending
+        out: list[Any] = []
+        buckets, closing, opened = self._buckets, self._closing, self._open
         while buckets and buckets[0] * CLOSING_BUCKET_MS <= watermark:
             bucket = buckets[0]
             waiting: list[int] = []
@@ -284,9 +269,10 @@ class PartialWinningBidsP(processor.Processor):
             limit = watermark - self._ttl
             for auction_id in [k for k, bids in self._early.items() if bids[-1][3] < limit]:
                 del self._early[auction_id]
+        return out
 
     def complete(self) -> bool:
-        return self._flush()
+        return self._output.flush(self.outbox)
 
     def save_to_snapshot(self) -> bool:
         return self._snapshot.write(self.outbox, self._entries)
@@ -310,7 +296,7 @@ class PartialWinningBidsP(processor.Processor):
         with the best of the bids saved for it."""
         self._restored.sort(key=lambda saved: (saved[0][_ID], saved[0][_DATE_TIME]))
         for auction, price, date_time, bidder in self._restored:
-            self._open_auction(auction, self._pending)
+            self._open_auction(auction, self._output.items)
             held = self._open.get(auction[_ID])
             if held is not None and held[0][_DATE_TIME] == auction[_DATE_TIME] and date_time != NO_BID:
                 self._offer(held, (auction[_ID], bidder, price, date_time))

@@ -53,7 +53,7 @@ from jetlet.core import event_time_mapper, processor, snapshot_keys, snapshot_wr
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import outbox as outbox_mod
 from jetlet.core import watermark as wm
-from jetlet.core.processors import windows
+from jetlet.core.processors import pending, windows
 
 KeyFn = Callable[[Any], Hashable]
 TimestampFn = Callable[[Any], int]
@@ -113,8 +113,7 @@ class SessionWindowP(processor.Processor):
         self._watermark = _NO_WATERMARK
         self._restored_watermark: int | None = None
         self._late_dropped = 0
-        self._pending: list[Any] = []
-        self._pending_watermark: wm.Watermark | None = None
+        self._output = pending.PendingOutput()
         self._completing = False
         self._snapshot = snapshot_writer.SnapshotWriter()
 
@@ -135,7 +134,7 @@ class SessionWindowP(processor.Processor):
 
     # -- input -------------------------------------------------------------
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
-        if not self._flush():
+        if not self._output.flush(self.outbox):
             return
         key_fn = self._key_fns[ordinal]
         timestamp_fn = self._timestamp_fns[ordinal]
@@ -182,24 +181,20 @@ class SessionWindowP(processor.Processor):
 
     # -- watermarks and completion ------------------------------------------
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
-        if self._pending_watermark is not watermark:
-            if not self._flush():
-                return False
-            self._pending_watermark = watermark
-            self._watermark = max(self._watermark, watermark.timestamp)
-            self._pending = self._close_until(self._watermark)
-        if not self._flush() or not self.outbox.offer(watermark):
-            return False
-        self._pending_watermark = None
-        return True
+        return self._output.watermark(self.outbox, watermark, self._advance)
+
+    def _advance(self, watermark: int) -> list[Any]:
+        self._watermark = max(self._watermark, watermark)
+        return self._close_until(self._watermark)
 
     def complete(self) -> bool:
+        output = self._output
         if not self._completing:
-            if not self._flush():
+            if not output.flush(self.outbox):
                 return False
             self._completing = True
-            self._pending = self._close_until(_END_OF_TIME)
-        return self._flush()
+            output.items = self._close_until(_END_OF_TIME)
+        return output.flush(self.outbox)
 
     def _close_until(self, watermark: int) -> list[Any]:
         """Remove every session whose end is at or below ``watermark``; return their outputs."""
@@ -226,17 +221,10 @@ class SessionWindowP(processor.Processor):
         outputs = [shape(*result) for result in results]
         return [out for out in outputs if out is not None]
 
-    def _flush(self) -> bool:
-        pending = self._pending
-        if not pending:
-            return True
-        taken = self.outbox.offer_batch(pending)
-        self._pending = pending[taken:] if taken < len(pending) else []
-        return not self._pending
-
     # -- early results -------------------------------------------------------
     def try_process(self) -> bool:
-        if not self._flush():
+        output = self._output
+        if not output.flush(self.outbox):
             return False
         if self._early_period <= 0 or self._completing:
             return True
@@ -245,16 +233,16 @@ class SessionWindowP(processor.Processor):
             return True
         self._next_early = now + self._early_period
         export = self._op.export_fn
-        self._pending = self._outputs(
+        output.items = self._outputs(
             (s.start, s.end, key, export(s.acc), True)
             for key, sessions in self._sessions.items()
             for s in sessions
         )
-        return self._flush()
+        return output.flush(self.outbox)
 
     # -- snapshots -----------------------------------------------------------
     def save_to_snapshot(self) -> bool:
-        if not self._flush():
+        if not self._output.flush(self.outbox):
             return False
         return self._snapshot.write(self.outbox, self._snapshot_entries)
 

@@ -35,7 +35,7 @@ from typing import Any
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor, snapshot_writer
 from jetlet.core import watermark as wm
-from jetlet.core.processors import chunking
+from jetlet.core.processors import chunking, pending
 
 KeyFn = Callable[[Any], Hashable]
 
@@ -71,17 +71,17 @@ class StatefulP(processor.Processor):
         self._on_evict = on_evict_fn
         self._copy_fn = copy_fn
         self._states: dict[Any, list[Any]] = {}  # key -> [state, latest event time]
-        self._pending: list[Any] = []
+        self._output = pending.PendingOutput()
         self._sizer = chunking.ChunkSizer()
-        self._pending_watermark: wm.Watermark | None = None
         self._snapshot = snapshot_writer.SnapshotWriter()
         self._loan = snapshot_writer.Loan({})
 
     def process(self, ordinal: int, inbox: inbox_mod.Inbox) -> None:
         # As in ChainP: a chunk's last item stays in the inbox until the
         # chunk's outputs are all emitted, so an empty inbox means nothing is held.
-        if self._pending:
-            if not self._flush():
+        output = self._output
+        if output.items:
+            if not output.flush(self.outbox):
                 return
             inbox.remove()
         outbox = self.outbox
@@ -123,31 +123,13 @@ class StatefulP(processor.Processor):
                 elif result is not None:
                     out.extend([(ts, r) for r in result] if timestamped else result)
             sizer.observed(len(chunk), len(out))
-            self._pending = out
-            if not self._flush():
+            output.items = out
+            if not output.flush(outbox):
                 return
             inbox.remove()
 
-    def _flush(self) -> bool:
-        pending = self._pending
-        if not pending:
-            return True
-        taken = self.outbox.offer_batch(pending)
-        self._pending = pending[taken:] if taken < len(pending) else []
-        return not self._pending
-
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
-        if not self._flush():
-            return False
-        if self._ttl and self._pending_watermark is not watermark:
-            self._pending_watermark = watermark
-            self._pending = self._evict(watermark.timestamp)
-            if not self._flush():
-                return False
-        if not self.outbox.offer(watermark):
-            return False
-        self._pending_watermark = None
-        return True
+        return self._output.watermark(self.outbox, watermark, self._evict if self._ttl else None)
 
     def _evict(self, watermark: int) -> list[Any]:
         limit = watermark - self._ttl
@@ -170,7 +152,7 @@ class StatefulP(processor.Processor):
         return out
 
     def complete(self) -> bool:
-        return self._flush()
+        return self._output.flush(self.outbox)
 
     def save_to_snapshot(self) -> bool:
         return self._snapshot.write(self.outbox, self._lend)
