@@ -8,6 +8,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -484,3 +485,12 @@ def test_throughput_repeats_default_to_three_and_must_be_positive() -> None:
     # then zero is refused, naming the flag
     with pytest.raises(ValueError, match="--repeats must be at least 1, got 0"):
         harness.settings_from(parser.parse_args(["--repeats", "0"]))
+
+
+def test_each_run_is_logged_with_the_load_the_kernel_gave_before_it(tmp_path: Path) -> None:
+    # given a load file as Linux writes it, and a path that does not exist
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("1.62 1.80 1.75 3/412 98765\n", encoding="ascii")
+    # then the 1-, 5- and 15-minute averages are read, and a missing file says so
+    assert report.load_average(str(loadavg)) == "1.62 1.80 1.75"
+    assert report.load_average(str(tmp_path / "none")) == "not known"

@@ -293,7 +293,10 @@ def _run_rounds(settings: Settings, clusters: dict[int, Any], results: report.Re
     order = ", ".join(_contender_label(c) for c in contenders)
     _say(f"throughput: {settings.repeats} interleaved round(s) of {order} ...")
     for index, query, contender in paired.schedule(settings.repeats, settings.queries, contenders):
-        where = f"  round {index + 1}/{settings.repeats} {query} {_contender_label(contender)}"
+        where = (
+            f"  round {index + 1}/{settings.repeats} {query} {_contender_label(contender)}"
+            f" (load {report.load_average()})"
+        )
         if contender == PLAIN:
             if query in plain.PLAIN_QUERIES:
                 loop = plain.measure(query, settings.plain_seconds, index)

@@ -205,6 +205,15 @@ def _peer_notes(results: Results) -> str:
     return ("\n" + "\n".join(lines) + "\n") if lines else ""
 
 
+def load_average(path: str = "/proc/loadavg") -> str:
+    """The 1-, 5- and 15-minute load averages as the kernel gives them, or "not known" off Linux."""
+    try:
+        with open(path, encoding="ascii") as loadavg:
+            return " ".join(loadavg.read().split()[:3])
+    except OSError:
+        return "not known"
+
+
 def section(results: Results, commit: str, now: datetime.datetime | None = None) -> str:
     """The Markdown section (markers included)."""
     when = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y-%m-%d %H:%M UTC")
@@ -225,9 +234,9 @@ def section(results: Results, commit: str, now: datetime.datetime | None = None)
         "contender (jetlet on each member count, the plain loop) back to back, the contenders' order "
         "rotating from round to round, so that a query's contenders share the machine's load. Each "
         "cell is the median over the rounds, with the minimum and maximum (and the interquartile range "
-        "from 4 rounds) in brackets; every run is printed in the log. Ratios are paired: taken per "
-        "round, then their median and spread. **CPU µs/event** is the user + system CPU time of the "
-        "driver and every member process over the measured interval, per event (the plain loop: its "
+        "from 4 rounds) in brackets; every run is printed in the log, with the load average before "
+        "it. Ratios are paired: taken per round, then their median and spread. **CPU µs/event** is "
+        "the user + system CPU time of the driver and every member process over the measured interval, per event (the plain loop: its "
         "own process); *jetlet/plain per CPU-s* is jetlet's events per CPU-second over the plain "
         "loop's, *jetlet/plain* the wall-clock events/s per member over the loop's, *scaling* the "
         "events/s over the 1-member run of the same round. "
