@@ -52,11 +52,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def _lines(cluster: LocalCluster) -> dict[str, list[dict[str, Any]]]:
-    """Every member's log, each line parsed alone (a line that does not parse fails the test)."""
+    """Every member's log, each whole line parsed alone (a line that does not parse fails the test).
+
+    A member may be writing its last line as the file is read: only lines with their newline count.
+    """
     return {
-        name: [json.loads(line) for line in path.read_text().splitlines()]
+        name: [json.loads(line) for line in _whole_lines(path.read_text())]
         for name, path in zip(cluster.names, cluster.log_paths, strict=True)
     }
+
+
+def _whole_lines(text: str) -> list[str]:
+    return text[: text.rfind("\n") + 1].splitlines()
 
 
 def _about(cluster: LocalCluster, job_id: str, words: str) -> list[dict[str, Any]]:
