@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 import jetlet
+from jetlet.core.inbox import Inbox
+from jetlet.core.snapshot_keys import ProcessorKey
 from jetlet.core.watermark import Watermark
 from jetlet.errors import JobCancelledError
 from jetlet.local_cluster import local_cluster
@@ -46,6 +48,7 @@ from jetlet.nexmark import (
     winning_bids,
 )
 from jetlet.nexmark.partial_winners import (
+    SNAPSHOT_TAG,
     AuctionOrBid,
     PartialWinner,
     PricedBid,
@@ -57,7 +60,7 @@ from jetlet.nexmark.partial_winners import (
     winner,
 )
 from jetlet.pipeline import Pipeline, Sinks, StreamStage
-from jetlet.testing import TestSupport, verify_processor, wait_until
+from jetlet.testing import TestOutbox, TestSupport, make_context, verify_processor, wait_until
 
 COUNT = 5_050
 """Events 0 .. 5049: 505 ms of event time at the default 10,000 events/s."""
@@ -380,6 +383,35 @@ def test_an_auction_opens_once_however_many_copies_come_and_a_closed_one_not_aga
     partial_winners(events, broadcast).expect_output(
         [Watermark(500), (1_000, partial(one, 200, 10)), (1_000, partial(two, 300, 20)), Watermark(1_000)]
     )
+
+
+def test_a_restored_processor_merges_what_every_processor_saved_and_closes_reopened_auctions() -> None:
+    # given what three processors saved: one still holding auction 7 with a best bid of 300, one
+    # that saw auction 7 reopened (at 500) and holds the newer one with 350, one holding the newer
+    # one with 380 (made earlier) and an early bid for an auction that never came
+    first, second = an_auction(7, 0, 1_000), an_auction(7, 500, 2_000)
+    old, new = auction_fields(first), auction_fields(second)
+    saved = [
+        (ProcessorKey(SNAPSHOT_TAG, 0), ([[old, 300, 100, 1]], {})),
+        (ProcessorKey(SNAPSHOT_TAG, 1), ([[new, 350, 600, 3]], {})),
+        (ProcessorKey(SNAPSHOT_TAG, 2), ([[new, 380, 550, 5]], {9: [a_bid(9, 500, 50)]})),
+    ]
+    processor = partial_winning_bids_p(ttl=5_000)()
+    outbox = TestOutbox(1, 100)
+    processor.init(outbox, make_context())
+    # when one processor restores them all, and the watermark passes both auctions
+    processor.restore_from_snapshot(Inbox(saved[::-1]))  # in any order
+    assert processor.finish_snapshot_restore()
+    done = Watermark(2_000)
+    outputs: list[list[Any]] = [[]]
+    for _ in range(10):  # the outbox takes the watermark once the outputs before it are drained
+        accepted = processor.try_process_watermark(done)
+        outbox.drain(outputs, [])
+        if accepted:
+            break
+    # then the older auction closed as its id was reopened, with its saved best, and the newer one
+    # at its expires with the best of the two saved for it; the early bid won nothing
+    assert outputs[0] == [(500, (old, 1, 300, 100)), (2_000, (new, 5, 380, 550)), done]
 
 
 def test_the_best_of_the_members_partial_winners_wins_and_ties_go_to_the_earlier_bid() -> None:

@@ -18,7 +18,7 @@ travels as :data:`Rows`:
 
 A chunk of pairs so pickles one tuple less per item, with no failed attempt first for a chunk of
 plain tuples (NEXMark's winning bids: a bid as a tuple of the four fields it needs, an auction as
-``(id, auction)``; the auction inside such a tuple still pickles through its reduce).
+``(id, the tuple of its field values)``).
 
 Encoding is C code only (``map`` with ``operator.itemgetter``/``attrgetter`` and ``type``,
 ``itertools.compress`` to pick a class's records); the pickler then writes tuples of plain values.

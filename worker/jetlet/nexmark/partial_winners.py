@@ -3,8 +3,9 @@
 NEXMark's winning bids (the core of queries 4 and 6) is the highest valid bid of each auction: made
 while the auction was open (``[date_time, expires)``) and at least its reserve. Keying auctions and
 bids by auction id sends half of all bids to another member on a two-member cluster, and a bid is
-nearly every event: that shuffle cost more than the second member gave (1.3-1.4x instead of 2x).
-So the plan is Flink SQL's broadcast join with a local-global aggregation after it:
+nearly every event. So the plan is Flink SQL's broadcast join with a local-global aggregation
+after it, which keeps the bids on their member (``bench/RESULTS.md``, stop 35, measures what that
+gained, and what a second member still costs):
 
 1. Every member's source events go, as :data:`AuctionOrBid`, to :class:`PartialWinningBidsP` on
    that member (a local edge: bids never cross). Its auctions are also broadcast to every
