@@ -330,6 +330,12 @@ def test_add_all_adds_a_batch_as_add_would_and_refuses_a_bad_one_whole() -> None
     batched: TimestampedSourceBuffer[str] = TimestampedSourceBuffer("t", "timestamped stream")
     batched.add_all(["a", "b"], [5, 7])
     assert batched.take() == one_by_one.take() == [(5, "a"), (7, "b")]
+    # and hand their timestamps out beside the events, once (take() dropped those taken with it)
+    one_by_one.add("c", 9)
+    batched.add_all(["c", "d"], [9, 3])
+    assert one_by_one.take_with_timestamps() == ([(9, "c")], [9])
+    assert batched.take_with_timestamps() == ([(9, "c"), (3, "d")], [9, 3])
+    assert batched.take_with_timestamps() == ([], [])
     plain: SourceBuffer[int] = SourceBuffer("b", "batch")
     plain.add(1)
     plain.add_all([2, 3])
@@ -339,6 +345,8 @@ def test_add_all_adds_a_batch_as_add_would_and_refuses_a_bad_one_whole() -> None
         plain.add_all([4, None, 5])  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"timestamp must be an int \(ms\), got 2\.5"):
         batched.add_all(["x", "y"], [1, 2.5])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"timestamp must be an int \(ms\), got '3'"):
+        batched.add_all(["x", "y"], [1, "3"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="2 items and 1 timestamps"):
         batched.add_all(["x", "y"], [1])
     with pytest.raises(OverflowError, match=f"more than {BUFFER_CAPACITY} items in one call"):

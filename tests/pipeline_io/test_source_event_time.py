@@ -8,6 +8,7 @@ watermarks, the idle message after the idle timeout, and a snapshot that restore
 from __future__ import annotations
 
 import dataclasses
+import random
 from typing import Any
 
 from jetlet import config
@@ -195,3 +196,48 @@ def test_the_source_saves_its_watermark_and_a_restore_takes_the_lowest() -> None
     restored._state.position, restored._state.available = 3, 5  # type: ignore[attr-defined]
     assert run(restored, restored_outbox) == [(9, "d"), (13, "e"), Watermark(10)]
     assert restored.metrics() == {"lateEventsDropped": 0}
+
+
+def test_batches_of_ordered_and_shuffled_timestamps_give_what_insert_watermarks_gives() -> None:
+    # given a source that adds batches (add_all) whose timestamps are in order, nearly in order,
+    # or shuffled wide enough to make late events, and insert_watermarks_p with the same policy
+    rng = random.Random(20)
+    batches: list[list[tuple[int, str]]] = []
+    base = 1_000
+    for n in range(60):
+        stamps = [base + i + rng.choice((0, 0, 0, -2, 5)) * (n % 3) for i in range(rng.randint(1, 40))]
+        if n % 4 == 3:
+            rng.shuffle(stamps)
+        batches.append([(stamp, f"{n}:{i}") for i, stamp in enumerate(stamps)])
+        base += len(stamps) - rng.randint(0, 4)
+
+    def fill_batch(state: list[int], buffer: TimestampedSourceBuffer[str]) -> None:
+        if state[0] < len(batches):
+            batch = batches[state[0]]
+            buffer.add_all([item for _, item in batch], [stamp for stamp, _ in batch])
+            state[0] += 1
+
+    source = (
+        SourceBuilder.timestamped_stream("batched", lambda _context: [0]).fill_buffer_fn(fill_batch).build()
+    )
+    supplier = source.event_time_supplier
+    assert supplier is not None
+    outbox = TestOutbox(1, 10_000)
+    planned = verify_processor(supplier(policy())).context(make_context()).new_processor()
+    planned.init(outbox, make_context())
+    reference = watermarks.insert_watermarks_p(policy())()
+    reference_outbox = TestOutbox(1, 10_000)
+    reference.init(reference_outbox, make_context())
+    # when the source fills every batch and the reference gets the same batches as its inbox
+    got = run(planned, outbox, calls=20 * len(batches))  # (a call emits up to one watermark)
+    want: list[list[Any]] = [[]]
+    for batch in batches:
+        inbox = Inbox(list(batch))
+        while inbox:
+            reference.process(0, inbox)
+            reference_outbox.drain(want, [])
+    # then both emit the same events and watermarks and drop the same late events
+    assert got == want[0]
+    assert planned.metrics() == reference.metrics()
+    assert planned.metrics()["lateEventsDropped"] > 0
+    assert sum(isinstance(x, Watermark) for x in got) > 10
