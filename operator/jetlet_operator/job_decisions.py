@@ -10,7 +10,9 @@ JetJob's name in that cluster, or None). :func:`decide` then picks one
 
 1. ``state: Canceled`` → ``CANCEL`` an active job, else nothing.
 2. The cluster is not ready → ``WAIT_CLUSTER`` (a temporary error, retried).
-3. No job yet → ``SUBMIT`` (unless ``Suspended``: nothing is submitted then).
+3. No job yet → ``SUBMIT`` (unless ``Suspended``: nothing is submitted then;
+   nor when the status records a job of this spec that ended, which the
+   cluster no longer reports: :func:`ended_unseen`).
 4. An active job whose code or settings changed (``spec.fingerprint()``
    differs from the one last submitted) → ``UPGRADE`` as ``upgradeMode`` says.
 5. A new ``restartNonce`` → ``RESTART`` (a suspended job is resumed).
@@ -162,11 +164,19 @@ def decide(
         return Decision(Action.NOTHING, "Canceled")
     if not cluster.ready:
         return Decision(Action.WAIT_CLUSTER, "ClusterNotReady", cluster.reason, 5.0)
+    changed = bool(status.get("fingerprint")) and status.get("fingerprint") != spec.fingerprint()
     if job is None:
         if spec.state == "Suspended":
             return Decision(Action.NOTHING, "NotSubmitted", "spec.state is Suspended: nothing is submitted")
+        renewed = spec.restart_nonce != int(status.get("restartNonce", spec.restart_nonce))
+        if ended_unseen(status) and not changed and not renewed:
+            return Decision(
+                Action.NOTHING,
+                "Ended",
+                f"job {status['id']} ended {status['phase']} and the cluster no longer reports it: "
+                "nothing is submitted again (change the spec or spec.restartNonce to run it again)",
+            )
         return Decision(Action.SUBMIT, "Submitted")
-    changed = bool(status.get("fingerprint")) and status.get("fingerprint") != spec.fingerprint()
     if active:
         if changed:
             return Decision(Action.UPGRADE, "Upgrading", f"upgradeMode {spec.upgrade_mode}")
@@ -195,6 +205,9 @@ def _phase_conditions(
     waiting_reason: str,
 ) -> list[dict[str, Any]]:
     found = list(status.get("conditions") or [])
+    if job is None and not waiting and ended_unseen(status):  # its conditions stay as it ended
+        message = f"job {status['id']} ended {status['phase']} and the cluster no longer reports it"
+        return conditions.set_condition(found, "Progressing", False, "Ended", message, generation)
     if job is None:
         message = waiting or "not submitted yet"
         found = conditions.set_condition(found, "Ready", False, "NotSubmitted", message, generation)
@@ -238,6 +251,17 @@ def _phase_conditions(
     return found
 
 
+def ended_unseen(status: Mapping[str, Any]) -> bool:
+    """Whether the status records a job that ended (``id`` and a terminal ``phase``).
+
+    When the cluster then reports no job of the JetJob's name, the job is not submitted again, as
+    the Flink operator does not redeploy a finished job whose cluster lost track of it: the cluster
+    may have been replaced, or one reconciliation may have asked a member that had not yet learned
+    of the job; running a completed job twice would write its results twice.
+    """
+    return bool(status.get("id")) and status.get("phase") in TERMINAL
+
+
 def job_status(
     spec: specs.JobSpec,
     job: JobObservation | None,
@@ -254,7 +278,7 @@ def job_status(
     """
     new: dict[str, Any] = {"observedGeneration": generation}
     if job is None:
-        unseen = waiting_reason == "ClusterNotReady" and status.get("id")
+        unseen = (waiting_reason == "ClusterNotReady" and status.get("id")) or ended_unseen(status)
         new["phase"] = status.get("phase", "Pending") if spec.state == "Canceled" or unseen else "Pending"
     else:
         new.update(

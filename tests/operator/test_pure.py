@@ -191,6 +191,25 @@ def _spec(**changes: object) -> specs.JobSpec:
         ),
         (SPEC, jd.reconciled(SPEC), READY, _running("FAILED", failure="boom"), jd.Action.GIVE_UP),
         (SPEC, jd.reconciled(SPEC), READY, _running("FAILED", cancelled=True), jd.Action.NOTHING),
+        # a job that ended and that the cluster no longer reports is not run again ...
+        (SPEC, {**jd.reconciled(SPEC), "id": "0a", "phase": "COMPLETED"}, READY, None, jd.Action.NOTHING),
+        (SPEC, {**jd.reconciled(SPEC), "id": "0a", "phase": "FAILED"}, READY, None, jd.Action.NOTHING),
+        # ... unless the spec or the restart nonce changed; a running one that vanished is resubmitted
+        (
+            _spec(pipeline={"module": "a.b:d"}),
+            {**jd.reconciled(SPEC), "id": "0a", "phase": "COMPLETED"},
+            READY,
+            None,
+            jd.Action.SUBMIT,
+        ),
+        (
+            _spec(restartNonce=3),
+            {**jd.reconciled(SPEC), "id": "0a", "phase": "COMPLETED"},
+            READY,
+            None,
+            jd.Action.SUBMIT,
+        ),
+        (SPEC, {**jd.reconciled(SPEC), "id": "0a", "phase": "RUNNING"}, READY, None, jd.Action.SUBMIT),
     ],
 )
 def test_decisions(
@@ -248,3 +267,21 @@ async def test_reconcile_cluster_applies_the_objects_once_with_a_generated_secre
         specs.SpecError("spec.size", "must be in [1, 100], got 0"), bad.status, 1
     )
     assert again.events == []  # the same invalid spec is not reported twice
+
+
+def test_a_job_that_ended_keeps_its_phase_when_the_cluster_no_longer_reports_it() -> None:
+    # given a JetJob whose job completed, then a cluster that does not report it (replaced, or a
+    # member that had not learned of it yet)
+    status = {**jd.reconciled(SPEC), "id": "0a", "phase": "COMPLETED"}
+    decision = jd.decide(SPEC, status, READY, None, now=1000.0)
+    new = jd.job_status(SPEC, None, status, 1)  # (a NOTHING decision waits for nothing)
+    # then the phase stays COMPLETED (the next reconciliation decides the same), and the message
+    # says why nothing is submitted
+    assert new["phase"] == "COMPLETED"
+    progressing = conditions.get_condition(new["conditions"], "Progressing")
+    assert progressing is not None and progressing["status"] == "False" and progressing["reason"] == "Ended"
+    assert "no longer reports it" in progressing["message"]
+    assert jd.decide(SPEC, {**status, **new}, READY, None, now=1001.0).action is jd.Action.NOTHING
+    assert "no longer reports it" in decision.message and "restartNonce" in decision.message
+    # while a job that never ended, unseen, reads Pending as before
+    assert jd.job_status(SPEC, None, {**status, "phase": "RUNNING"}, 1)["phase"] == "Pending"
