@@ -25,6 +25,14 @@ def _read(host: str, port: int, path: str, headers: dict[str, str], out: list[An
 
 def test_given_a_long_poll_and_a_stream_of_events_when_the_server_stops_then_both_end_at_once() -> None:
     service = job_service.EmbeddedJobService(jetlet.embedded())
+    waits: list[int] = []
+    feed = service.events
+
+    def counted_events(since: int, timeout: float) -> Any:
+        waits.append(since)
+        return feed(since, timeout)
+
+    service.events = counted_events  # type: ignore[method-assign]
     server = rest.RestServer(rest.create_app(service, dict, TOKEN))
     host, port = server.start("127.0.0.1", 0)
     polled: list[Any] = []
@@ -40,6 +48,9 @@ def test_given_a_long_poll_and_a_stream_of_events_when_the_server_stops_then_bot
     runner = server._runner
     assert runner is not None and runner.server is not None
     wait_until(lambda: len(runner.server.connections) == 2, "both readers connected")
+    # (a connection counts once accepted; its request may not have reached its handler yet, and a
+    # request the server has not begun to answer when it stops gets no answer: wait for both waits)
+    wait_until(lambda: len(waits) >= 2, "both readers waiting on the event feed")
     try:
         started = time.monotonic()
         server.stop()
