@@ -177,7 +177,7 @@ class TimestampedSourceBuffer(SourceBuffer[T]):
     """The buffer of a timestamped stream: each item comes with its event time (ms).
 
     It holds the ``(timestamp, item)`` events and, beside them, their timestamps as a list of their
-    own, which the processor's event-time mapper takes as they are (:meth:`take_timestamps`)
+    own, which the processor's event-time mapper takes as they are (:meth:`take_with_timestamps`)
     instead of reading them back out of every event.
     """
 
