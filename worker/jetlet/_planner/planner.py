@@ -140,6 +140,9 @@ class Planner:
             if upstream.rebalance and not routed:
                 if upstream.broadcast:
                     edge.broadcast().distributed()
+                elif upstream.forward:
+                    edge.isolated()
+                    self._take_parallelism(upstream, transform, to_vertex)
                 elif upstream.rebalance_key is None:
                     edge.unicast().distributed()
                 else:
@@ -149,6 +152,20 @@ class Planner:
             if upstream.makes_batches or self._feeds_batches(transform):
                 edge.batches()
             self.dag.edge(edge)
+
+    def _take_parallelism(
+        self, upstream: tf.Transform, transform: tf.Transform, vertex: dag_mod.Vertex
+    ) -> None:
+        """A ``forward()``-ed input gives ``vertex`` its parallelism (processor ``i`` feeds processor
+        ``i``); a stage that asked for another one cannot be planned."""
+        wanted = self._parallelism_of(self.vertex_of[upstream])
+        if vertex.local_parallelism not in (-1, wanted):
+            raise PlanningError(
+                f"stage {upstream.name!r} is forwarded into stage {transform.name!r}, which asks for "
+                f"local parallelism {vertex.local_parallelism}: forward() needs {wanted}, the "
+                "forwarded stage's"
+            )
+        vertex.set_local_parallelism(wanted)
 
     def _feeds_batches(self, transform: tf.Transform) -> bool:
         """Whether ``transform`` takes record batches, or passes its items unchanged to one that does."""
@@ -176,10 +193,14 @@ class Planner:
         inputs = self.upstream[transform]
         if not self.preserve_order or not inputs or transform.local_parallelism != -1:
             return transform.local_parallelism
-        upstream = self.vertex_of[inputs[0]]
-        if upstream.local_parallelism != -1:
-            return upstream.local_parallelism
-        return upstream.meta_supplier.preferred_local_parallelism()
+        return self._parallelism_of(self.vertex_of[inputs[0]])
+
+    @staticmethod
+    def _parallelism_of(vertex: dag_mod.Vertex) -> int:
+        """The parallelism ``vertex`` asks for: its own, else its supplier's preference (-1: the default)."""
+        if vertex.local_parallelism != -1:
+            return vertex.local_parallelism
+        return vertex.meta_supplier.preferred_local_parallelism()
 
 
 def topological_order(

@@ -46,6 +46,9 @@ class Transform(abc.ABC):
         self.local_parallelism = -1
         self.rebalance = False
         self.rebalance_key: KeyFn | None = None
+        self.forward = False
+        """Processor ``i``'s output goes to processor ``i`` of the next stage, which takes this stage's
+        parallelism (``forward()``; sets ``rebalance`` too)."""
         self.broadcast = False
         """Its output goes to every processor of the next stage (``broadcast()``; sets ``rebalance`` too)."""
         self.sequence = next(_sequence)
@@ -93,6 +96,7 @@ class SourceTransform(Transform):
         merged.sequence = self.sequence  # vertex names follow the planning order
         merged.local_parallelism = self.local_parallelism
         merged.rebalance, merged.rebalance_key = consumer.rebalance, consumer.rebalance_key
+        merged.forward = consumer.forward
         merged.broadcast = consumer.broadcast
         merged.makes_batches = consumer.makes_batches
         return merged
@@ -216,6 +220,7 @@ class FusedTransform(Transform):
         self.local_parallelism = parts[0].local_parallelism
         self.rebalance = parts[-1].rebalance
         self.rebalance_key = parts[-1].rebalance_key
+        self.forward = parts[-1].forward
         self.broadcast = parts[-1].broadcast
         self.takes_batches = parts[0].takes_batches
         self.makes_batches = parts[-1].makes_batches

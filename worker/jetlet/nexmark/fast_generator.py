@@ -47,6 +47,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import random
@@ -256,3 +257,85 @@ def fast_events(numbers: Sequence[int], config: FastConfig) -> list[Event]:
     else:
         out.extend(fast_event(number, config) for number in numbers)
     return out
+
+
+# --------------------------------------------------------------------------- lanes by auction
+
+
+def auction_lane(number: int, config: FastConfig, lanes: int) -> int:
+    """The lane (of ``lanes``) that event ``number`` belongs to when the stream is split by auction.
+
+    An event's *auction slot* is the auction table's value at its position ``a``: a bid's auction, an
+    auction's id (a person, which has no auction, is spread by it too). Its lane is that slot modulo
+    ``lanes``: every bid and the auction of one id are in one lane, as in a topic partitioned by
+    auction id.
+    """
+    tables = _tables(config.keys)
+    low, high = number & MASK, (number >> BLOCK_BITS) & MASK
+    return tables.auctions[(low + tables.rotation_a[high]) & MASK] % lanes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Lane:
+    """The table positions of one lane, doubled as the tables are, with their auctions and prices."""
+
+    positions: list[int]
+    auctions: list[int]
+    prices: list[int]
+
+
+@functools.lru_cache(maxsize=16)
+def _lane(keys: int, lane: int, lanes: int) -> _Lane:
+    tables = _tables(keys)
+    positions = [p for p in range(2 * BLOCK) if tables.auctions[p] % lanes == lane]
+    return _Lane(positions, [tables.auctions[p] for p in positions], [tables.prices[p] for p in positions])
+
+
+def lane_events(
+    start: int, stop: int, limit: int, config: FastConfig, lane: int, lanes: int
+) -> tuple[list[Event], int]:
+    """The events of lane ``lane`` of ``lanes`` (:func:`auction_lane`) among numbers ``start`` up to
+    ``stop``, at most ``limit`` of them, in order; and the number to go on from.
+
+    Inside a block a number's position is ``a0 + (number - first)``, so the lane's numbers in a run
+    of numbers are a slice of the lane's sorted positions (found by bisection), and their auctions
+    and prices slices of its tables: a number outside the lane costs nothing.
+
+    >>> config = FastConfig(rate=1000, base_time=0)
+    >>> events, after = lane_events(0, 500, 1024, config, 0, 2)
+    >>> everything = fast_events(range(500), config)
+    >>> after, events == [e for n, e in enumerate(everything) if auction_lane(n, config, 2) == 0]
+    (500, True)
+    """
+    if lanes == 1:  # every number is the lane's: the strided path's slices
+        end = min(stop, start + limit)
+        return fast_events(range(start, end), config), max(start, end)
+    tables = _tables(config.keys)
+    own = _lane(config.keys, lane, lanes)
+    positions, auctions_of, prices_of = own.positions, own.auctions, own.prices
+    people = tables.people
+    base, rate = config.base_time, config.rate
+    out: list[Event] = []
+    append = out.append
+    number = start
+    while number < stop and len(out) < limit:
+        low, high = number & MASK, (number >> BLOCK_BITS) & MASK
+        end = min(stop, ((number >> BLOCK_BITS) + 1) << BLOCK_BITS)
+        a0 = low + tables.rotation_a[high]
+        first = bisect.bisect_left(positions, a0)
+        last = bisect.bisect_left(positions, a0 + end - number, first)
+        if last - first > limit - len(out):
+            last = first + limit - len(out)
+            end = positions[last - 1] - a0 + number + 1
+        to_number = number - a0
+        to_bidder = low + tables.rotation_b[high] - a0
+        for position, auction, price in zip(
+            positions[first:last], auctions_of[first:last], prices_of[first:last], strict=True
+        ):
+            at = position + to_number
+            if at % PROPORTION_DENOMINATOR >= FIRST_BID_KIND:
+                append(Bid(auction, people[position + to_bidder], price, base + at * 1000 // rate, ""))
+            else:
+                append(fast_event(at, config))
+        number = end
+    return out, number

@@ -2,8 +2,9 @@
 
 The same machinery as :func:`~jetlet.nexmark.source.nexmark_source`
 (:func:`~jetlet.nexmark.source.strided_event_source`): processor ``i`` of ``p`` emits the numbers
-``i, i + p, ...``, each fill a batch of up to 1,024 numbers turned into events by
-:func:`~jetlet.nexmark.fast_generator.fast_events` (table slices, see
+``i, i + p, ...`` (or, split ``by_auction``, the numbers of its auctions:
+:func:`~jetlet.nexmark.source.lane_event_source`), each fill a batch of up to 1,024 numbers turned
+into events by :func:`~jetlet.nexmark.fast_generator.fast_events` (table slices, see
 :mod:`~jetlet.nexmark.fast_generator`), each with its event time as the native timestamp; a
 snapshot holds the processor's position and a restore resumes after exactly what was emitted.
 
@@ -30,8 +31,16 @@ def fast_nexmark_source(
     paced: bool = False,
     *,
     local_parallelism: int = 1,
+    by_auction: bool = False,
 ) -> StreamSource[Any]:
     """A timestamped stream of the fast generator's events, ``local_parallelism`` processors per member.
+
+    ``by_auction`` splits the stream among the processors by auction instead of by stride
+    (:func:`~jetlet.nexmark.fast_generator.auction_lane`): each processor emits every bid and the
+    auction of its auction ids, as a topic partitioned by auction id gives each consumer its
+    partitions, so that winning bids (queries 4 and 6) need no exchange between members
+    (:func:`~jetlet.nexmark.joins.winning_bids` with ``by_auction``). Every processor then passes
+    every event number, taking its own from table slices.
 
     ``count`` bounds the events (unbounded when None). ``paced`` emits them at ``config.rate``
     events per second of the whole stream, by the wall clock from ``config.base_time`` (which must
@@ -44,6 +53,17 @@ def fast_nexmark_source(
     'fast-nexmark'
     """
     events_fn = functools.partial(_events, config)
+    if by_auction:
+        return source.lane_event_source(
+            "fast-nexmark",
+            events_fn,
+            functools.partial(_lane_events, config),
+            functools.partial(_auction_lane, config),
+            count,
+            config.rate if paced else None,
+            local_parallelism=local_parallelism,
+            paced_since=config.base_time / 1000 if paced else None,
+        )
     if not paced:
         return source.strided_event_source(
             "fast-nexmark", events_fn, count, local_parallelism=local_parallelism
@@ -60,3 +80,13 @@ def fast_nexmark_source(
 
 def _events(config: fast_generator.FastConfig, numbers: Any) -> list[Any]:
     return fast_generator.fast_events(numbers, config)
+
+
+def _lane_events(
+    config: fast_generator.FastConfig, start: int, stop: int, limit: int, lane: int, lanes: int
+) -> tuple[list[Any], int]:
+    return fast_generator.lane_events(start, stop, limit, config, lane, lanes)
+
+
+def _auction_lane(config: fast_generator.FastConfig, number: int, lanes: int) -> int:
+    return fast_generator.auction_lane(number, config, lanes)

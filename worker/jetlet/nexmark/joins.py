@@ -159,7 +159,11 @@ def max_auction_duration_ms(config: GeneratorConfig = DEFAULT_CONFIG) -> int:
 
 
 def winning_bids(
-    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG, *, ttl_ms: int | None = None
+    events: StreamStage[Event],
+    config: GeneratorConfig = DEFAULT_CONFIG,
+    *,
+    ttl_ms: int | None = None,
+    by_auction: bool = False,
 ) -> StreamStage[AuctionBid]:
     """The winning bid of each closed auction: the highest bid made while it was open, over its reserve.
 
@@ -170,8 +174,24 @@ def winning_bids(
     (:mod:`jetlet.nexmark.partial_winners`): bids never leave their member. Bids that come before
     their auction wait for it for ``ttl_ms`` of event time (by default
     :func:`max_auction_duration_ms` of ``config``).
+
+    ``by_auction`` says that ``events`` come from a source split by auction: source processor ``i``
+    of ``p`` emits every bid and the auction of the ids ``i (mod p)``, as a consumer of a topic
+    partitioned by auction id reads its partitions
+    (:func:`~jetlet.nexmark.fast_source.fast_nexmark_source` with ``by_auction``). Then nothing
+    crosses between members: each source processor's events go ``forward()`` to the partial
+    stage's processor of the same index, which sees all of its auctions' bids, so its partials are
+    the winners. This forwards ``events`` (every stateless stage it feeds takes its parallelism,
+    as under ``preserve_order``). On any other source ``by_auction`` loses every bid that is not in
+    its auction's processor.
     """
     ttl = max_auction_duration_ms(config) if ttl_ms is None else ttl_ms
+    if by_auction:
+        lanes: StreamStage[wb.AuctionOrBid] = events.forward().map(wb.auction_or_bid)
+        winners: StreamStage[AuctionBid] = lanes.forward().custom_transform(
+            "nexmark-winning-bids", wb.partial_winning_bids_p(ttl, whole=True)
+        )
+        return winners
     auctions_and_bids: StreamStage[wb.AuctionOrBid] = events.map(wb.auction_or_bid)
     auctions = auctions_and_bids.filter(wb.is_auction).set_name("nexmark-winning-bids-auctions").broadcast()
     partials: StreamStage[wb.PartialWinner] = auctions_and_bids.custom_transform(
@@ -206,16 +226,22 @@ def to_category_price(average: tuple[int, float]) -> CategoryPrice:
 
 
 def q4_average_price_by_category(
-    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG, *, ttl_ms: int | None = None
+    events: StreamStage[Event],
+    config: GeneratorConfig = DEFAULT_CONFIG,
+    *,
+    ttl_ms: int | None = None,
+    by_auction: bool = False,
 ) -> StreamStage[CategoryPrice]:
     """Query 4: the average winning price of each category, updated as each of its auctions closes.
 
     Beam averages the winning prices per category in sliding windows; jetlet, as Jet's NEXMark
     benchmark, keeps a rolling average per category (``rolling_aggregate(averaging)``) over
-    :func:`winning_bids` (``config`` and ``ttl_ms`` are its), emitting the category's new average at
-    each closed auction.
+    :func:`winning_bids` (``config``, ``ttl_ms`` and ``by_auction`` are its), emitting the category's
+    new average at each closed auction.
     """
-    prices: StreamStage[tuple[int, int]] = winning_bids(events, config, ttl_ms=ttl_ms).map(category_and_price)
+    prices: StreamStage[tuple[int, int]] = winning_bids(
+        events, config, ttl_ms=ttl_ms, by_auction=by_auction
+    ).map(category_and_price)
     averages: StreamStage[tuple[int, float]] = prices.grouping_key(_first).rolling_aggregate(
         averaging(_price)
     )
@@ -244,18 +270,22 @@ def last_bids_mean(last_bids: list[TimePrice], seller: int, item: tuple[int, Tim
 
 
 def q6_average_price_by_seller(
-    events: StreamStage[Event], config: GeneratorConfig = DEFAULT_CONFIG, *, ttl_ms: int | None = None
+    events: StreamStage[Event],
+    config: GeneratorConfig = DEFAULT_CONFIG,
+    *,
+    ttl_ms: int | None = None,
+    by_auction: bool = False,
 ) -> StreamStage[SellerPrice]:
     """Query 6: each seller's average winning price over their last 10 closed auctions, at each close.
 
     Beam re-windows the winning bids per seller into the global window, firing at every element, with
     a combiner keeping the last 10 bids; jetlet keys :func:`winning_bids` by seller into a
     ``map_stateful`` holding those bids (:func:`last_bids_mean`). A seller's state lives for the job;
-    ``config`` and ``ttl_ms`` are those of :func:`winning_bids`.
+    ``config``, ``ttl_ms`` and ``by_auction`` are those of :func:`winning_bids`.
     """
-    by_seller: StreamStage[tuple[int, TimePrice]] = winning_bids(events, config, ttl_ms=ttl_ms).map(
-        seller_bid
-    )
+    by_seller: StreamStage[tuple[int, TimePrice]] = winning_bids(
+        events, config, ttl_ms=ttl_ms, by_auction=by_auction
+    ).map(seller_bid)
     means: StreamStage[SellerPrice] = by_seller.grouping_key(_first).map_stateful(
         list, last_bids_mean, copy_fn=list.copy
     )

@@ -23,6 +23,14 @@ gained, and what a second member still costs):
 Only auctions (about 6 % of events) and partial winners (one per auction and member with a valid
 bid) cross between members.
 
+**A source split by auction** (``whole``). When source processor ``i`` of ``p`` emits every bid and
+the auction of the ids ``i (mod p)`` (a topic partitioned by auction id;
+:func:`~jetlet.nexmark.fast_generator.auction_lane`) and forwards them to processor ``i`` of this
+stage, that processor sees every event of its auctions in the source's order, as the plain loop
+does: its partials are the winners, and it emits them as :class:`~jetlet.nexmark.model.AuctionBid`
+with no input 1 and no combining stage. Nothing crosses between members. On a restore it keeps the
+saved auctions and early bids of its own ids only, so no winner comes out twice.
+
 **Order and reopened ids.** A bid goes to the auction its processor holds for the id when it comes.
 Local auctions reach their member's processor on input 0 with its bids, in the source's order;
 the broadcast copy on input 1 then finds the auction already there and is dropped (as is any
@@ -140,7 +148,8 @@ class PartialWinningBidsP(processor.Processor):
     """The best bid of every auction among this processor's bids, emitted when it closes (module doc).
 
     Input 0: ``(timestamp, AuctionOrBid)`` of this member; input 1: ``(timestamp, (id, auction))``
-    broadcast from every member. Output: ``(closed at, AuctionBid)`` partial winners.
+    broadcast from every member. Output: ``(closed at, PartialWinner)``; with ``whole`` (no input 1,
+    module doc) ``(closed at, AuctionBid)``, the winners.
 
     A bid costs one dict lookup and one comparison unless it may win: ``_to_beat`` holds each open
     auction's price to beat (its reserve - 1, then its best price), and only a bid at or over it
@@ -150,8 +159,9 @@ class PartialWinningBidsP(processor.Processor):
     closed already by a reopened id, and cost a cache miss per level of each push).
     """
 
-    def __init__(self, ttl: int) -> None:
+    def __init__(self, ttl: int, whole: bool = False) -> None:
         self._ttl = ttl
+        self._whole = whole
         self._open: dict[int, list[Any]] = {}  # id -> [auction, best price, best time, bidder]
         self._to_beat: dict[int, int] = {}  # id -> the price a bid must reach to be looked at
         self._closing: dict[int, list[int]] = {}  # expires // CLOSING_BUCKET_MS -> ids (some closed since)
@@ -205,15 +215,17 @@ class PartialWinningBidsP(processor.Processor):
             early.append(bid)
 
     def _open_auction(self, auction: AuctionFields, out: list[Any]) -> None:
-        """Hold ``auction`` unless it closed or an equal or later auction of its id is held."""
+        """Hold ``auction`` unless it closed or a later auction of its id is held (or, but with ``whole``,
+        one of the same start: a copy)."""
         expires = auction[_EXPIRES]
         if expires <= self._watermark:
             return
         auction_id = auction[_ID]
         held = self._open.get(auction_id)
         if held is not None:
-            if held[0][_DATE_TIME] >= auction[_DATE_TIME]:
-                return
+            held_since = held[0][_DATE_TIME]
+            if held_since > auction[_DATE_TIME] or (held_since == auction[_DATE_TIME] and not self._whole):
+                return  # (``whole`` sees no copies: an auction of the same id and ms reopens it)
             self._close(held, out, auction[_DATE_TIME])  # reopened: no later bid counts for the older one
         to_beat = auction[_RESERVE] - 1
         state: list[Any] = [auction, to_beat, NO_BID, -1]
@@ -239,7 +251,11 @@ class PartialWinningBidsP(processor.Processor):
         del self._open[auction[_ID]]
         del self._to_beat[auction[_ID]]
         if date_time != NO_BID:
-            out.append((min(closed_at, auction[_EXPIRES]), (auction, bidder, price, date_time)))
+            closed = min(closed_at, auction[_EXPIRES])
+            if self._whole:
+                out.append((closed, AuctionBid(Auction(*auction), bidder, price, date_time)))
+            else:
+                out.append((closed, (auction, bidder, price, date_time)))
 
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
         return self._output.watermark(self.outbox, watermark, self._advance)
@@ -285,12 +301,19 @@ class PartialWinningBidsP(processor.Processor):
         return [(key, snapshot_writer.Copied((states, early)))]
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        mine = self._owns if self._whole else None
         for key, (states, early) in inbox.take_all():
             if not (isinstance(key, snapshot_keys.ProcessorKey) and key.tag == SNAPSHOT_TAG):
                 raise ValueError(f"winning bids' partial stage cannot restore the snapshot entry {key!r}")
-            self._restored.extend(states)
+            self._restored.extend(state for state in states if mine is None or mine(state[0][_ID]))
             for auction_id, bids in early.items():
-                self._early.setdefault(auction_id, []).extend(bids)
+                if mine is None or mine(auction_id):
+                    self._early.setdefault(auction_id, []).extend(bids)
+
+    def _owns(self, auction_id: int) -> bool:
+        """Whether this processor's source lane holds ``auction_id`` (``whole``: the source split by
+        auction, :func:`~jetlet.nexmark.fast_generator.auction_lane`, forwarded here)."""
+        return auction_id % self.context.total_parallelism == self.context.global_processor_index
 
     def finish_snapshot_restore(self) -> bool:
         """Hold every saved auction, oldest first (a later one of its id closes it as when it came),
@@ -305,6 +328,7 @@ class PartialWinningBidsP(processor.Processor):
         return True
 
 
-def partial_winning_bids_p(ttl: int) -> processor.ProcessorFactory:
-    """A factory of :class:`PartialWinningBidsP` that keeps early bids for ``ttl`` ms of event time."""
-    return lambda: PartialWinningBidsP(ttl)
+def partial_winning_bids_p(ttl: int, whole: bool = False) -> processor.ProcessorFactory:
+    """A factory of :class:`PartialWinningBidsP` that keeps early bids for ``ttl`` ms of event time;
+    ``whole``: each processor sees every event of its auctions, and emits their winners."""
+    return lambda: PartialWinningBidsP(ttl, whole)

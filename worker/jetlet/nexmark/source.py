@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jetlet.core import processor as proc
-from jetlet.core.processors.sources import SlicePosition, StridedCursor
+from jetlet.core.processors.sources import LaneCursor, SlicePosition, StridedCursor
 from jetlet.nexmark.generator import DEFAULT_CONFIG, GeneratorConfig, event
 from jetlet.nexmark.model import Event
 from jetlet.pipeline import SourceBuilder, StreamSource
@@ -61,6 +61,11 @@ per pass of the cooperative thread (each batch costs the stages downstream a cal
 
 EventsFn = Callable[[Sequence[int]], Sequence[Event]]
 """Turns a batch of event numbers into their events, in order (a pure function of the numbers)."""
+LaneEventsFn = Callable[[int, int, int, int, int], tuple[Sequence[Event], int]]
+"""``(start, stop, limit, lane, lanes)``: the events of lane ``lane`` of ``lanes`` among the numbers
+``start .. stop - 1``, at most ``limit`` of them, in order, and the number to go on from."""
+LaneOfFn = Callable[[int, int], int]
+"""``(number, lanes)``: the lane of an event number among ``lanes``."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -68,7 +73,7 @@ class _Slice:
     """One processor's position in its slice of the stream."""
 
     events_fn: EventsFn
-    cursor: StridedCursor
+    cursor: StridedCursor | LaneCursor
     count: int | None
     rate: float | None
     started_at: float
@@ -76,6 +81,9 @@ class _Slice:
     """The number that is due at ``started_at``."""
     clock: Callable[[], float] = time.monotonic
     """The clock of ``started_at``: monotonic, or ``time.time`` for a wall-clock pace."""
+    lane_events: LaneEventsFn | None = None
+    """A source split into lanes by key: the events of a lane in a run of numbers (the cursor is a
+    :class:`LaneCursor`)."""
 
     def due_stop(self) -> int:
         """One past the last number that may be emitted now (by count, and by pace in whole ticks)."""
@@ -87,11 +95,27 @@ class _Slice:
 
 
 def _fill(state: _Slice, buffer: TimestampedSourceBuffer[Any]) -> None:
-    numbers = state.cursor.take(BATCH_SIZE, state.due_stop())
-    if not numbers:
-        return
-    events = state.events_fn(numbers)
-    buffer.add_all(events, list(map(_date_time, events)))
+    cursor = state.cursor
+    if isinstance(cursor, LaneCursor):
+        events = _lane_events(state, cursor)
+    else:
+        numbers = cursor.take(BATCH_SIZE, state.due_stop())
+        events = state.events_fn(numbers) if numbers else ()
+    if events:
+        buffer.add_all(events, list(map(_date_time, events)))
+
+
+def _lane_events(state: _Slice, cursor: LaneCursor) -> Sequence[Event]:
+    stop = state.due_stop()
+    restored = cursor.take_restored(BATCH_SIZE, stop)
+    if restored is not None:
+        return state.events_fn(restored) if restored else ()
+    if cursor.next >= stop:
+        return ()
+    assert state.lane_events is not None
+    events, after = state.lane_events(cursor.next, stop, BATCH_SIZE, cursor.index, cursor.lanes)
+    cursor.advance(after)
+    return events
 
 
 _date_time = operator.attrgetter("date_time")
@@ -142,12 +166,7 @@ def strided_event_source(
     value; needs ``rate``) number ``n`` is due at ``paced_since + n / rate`` by the wall clock, the
     same instant on every member; without it each processor paces from the moment it started.
     """
-    if count is not None and count < 0:
-        raise ValueError(f"count must be >= 0, got {count}")
-    if rate is not None and rate <= 0:
-        raise ValueError(f"rate must be > 0, got {rate}")
-    if paced_since is not None and rate is None:
-        raise ValueError("paced_since needs a rate")
+    _check(count, rate, paced_since)
 
     def create(context: proc.ProcessorContext) -> _Slice:
         cursor = StridedCursor(context.global_processor_index, context.total_parallelism)
@@ -155,6 +174,54 @@ def strided_event_source(
             return _Slice(events_fn, cursor, count, rate, time.monotonic())
         return _Slice(events_fn, cursor, count, rate, paced_since, clock=time.time)
 
+    return _build(name, create, local_parallelism)
+
+
+def lane_event_source(
+    name: str,
+    events_fn: EventsFn,
+    lane_events: LaneEventsFn,
+    lane_of: LaneOfFn,
+    count: int | None = None,
+    rate: float | None = None,
+    *,
+    local_parallelism: int = 1,
+    paced_since: float | None = None,
+) -> StreamSource[Any]:
+    """:func:`strided_event_source` split into lanes by key instead of by stride.
+
+    Processor ``i`` of ``p`` emits the numbers of lane ``i`` (``lane_of(n, p) == i``), which
+    ``lane_events`` finds in each run of numbers; ``events_fn`` makes the events of numbers given
+    one by one (after a restore, below the highest saved position). A generator whose lanes follow
+    a key (all events of one auction in one lane) gives each processor all of its keys' events, as a
+    topic partitioned by that key gives each consumer its partitions: a stage keyed the same way
+    then needs no exchange between members. Every processor passes every number, so each lane's
+    generator must skip the others' cheaply. ``count``, ``rate`` and ``paced_since`` as in
+    :func:`strided_event_source`; snapshots and restores as there, with a :class:`LaneCursor`.
+    """
+    _check(count, rate, paced_since)
+
+    def create(context: proc.ProcessorContext) -> _Slice:
+        cursor = LaneCursor(context.global_processor_index, context.total_parallelism, lane_of)
+        if paced_since is None:
+            return _Slice(events_fn, cursor, count, rate, time.monotonic(), lane_events=lane_events)
+        return _Slice(events_fn, cursor, count, rate, paced_since, clock=time.time, lane_events=lane_events)
+
+    return _build(name, create, local_parallelism)
+
+
+def _check(count: int | None, rate: float | None, paced_since: float | None) -> None:
+    if count is not None and count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    if rate is not None and rate <= 0:
+        raise ValueError(f"rate must be > 0, got {rate}")
+    if paced_since is not None and rate is None:
+        raise ValueError("paced_since needs a rate")
+
+
+def _build(
+    name: str, create: Callable[[proc.ProcessorContext], _Slice], local_parallelism: int
+) -> StreamSource[Any]:
     return (
         SourceBuilder.timestamped_stream(name, create)
         .fill_buffer_fn(_fill)

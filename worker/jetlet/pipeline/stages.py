@@ -20,6 +20,7 @@ from jetlet import service as service_mod
 from jetlet._planner import transforms as tf
 from jetlet.aggregate import builder
 from jetlet.aggregate import operation as agg
+from jetlet.core import partitioning
 from jetlet.core.processors.hash_join import JoinClause
 from jetlet.errors import require_callable
 from jetlet.pipeline import sinks as sinks_mod
@@ -215,9 +216,25 @@ class GeneralStage(Generic[T]):
         if key_fn is not None:
             _check_callable(key_fn, self.name, "the rebalance key function")
         self._transform.rebalance = True
+        self._transform.forward = False
         self._transform.broadcast = False
         if key_fn is not None:
-            self._transform.rebalance_key = (lambda e: key_fn(e[1])) if self._timestamped else key_fn
+            self._transform.rebalance_key = partitioning.EventKey(key_fn) if self._timestamped else key_fn
+        return self
+
+    def forward(self) -> Self:
+        """Send processor ``i``'s output to processor ``i`` of the next stage, on the same member;
+        the next stage takes this stage's parallelism (Flink's ``DataStream.forward()``).
+
+        For a stream that its source splits by key (each processor reads its keys, as a consumer of
+        a topic partitioned by key reads its partitions; Flink's ``reinterpretAsKeyedStream``): the
+        next stage's processor ``i`` then sees every item of source processor ``i``'s keys, with no
+        exchange between members.
+        """
+        self._transform.rebalance = True
+        self._transform.rebalance_key = None
+        self._transform.forward = True
+        self._transform.broadcast = False
         return self
 
     def merge(self, other: GeneralStage[T]) -> Self:
@@ -236,6 +253,7 @@ class GeneralStage(Generic[T]):
         (Flink's ``DataStream.broadcast()``): for a small stream that each processor needs whole."""
         self._transform.rebalance = True
         self._transform.rebalance_key = None
+        self._transform.forward = False
         self._transform.broadcast = True
         return self
 

@@ -83,6 +83,43 @@ class SlicePosition:
     earlier: tuple[tuple[int, ...], ...] = ()
 
 
+def _resume_vectors(
+    positions: Iterable[SlicePosition], source: str, kind: type[SlicePosition]
+) -> tuple[tuple[tuple[int, ...], ...], int] | None:
+    """The ``next`` vectors that a snapshot's positions say were emitted (the latest first, then the
+    earlier ones still needed) and the lowest saved ``next``; None for a snapshot without positions.
+    Every position must be a ``kind``: a stride's and a lane's say different things."""
+    nexts: dict[int, int] = {}
+    carried: dict[tuple[int, ...], None] = {}
+    parallelism = 0
+    for position in positions:
+        if type(position) is not kind:
+            raise ValueError(
+                f"{source}: the snapshot holds a {type(position).__name__}, this source saves "
+                f"{kind.__name__}s (was the source changed between the runs?)"
+            )
+        if parallelism and position.parallelism != parallelism:
+            raise ValueError(
+                f"{source}: the snapshot mixes positions of {parallelism} and "
+                f"{position.parallelism} processors"
+            )
+        parallelism = position.parallelism
+        if position.index in nexts:
+            raise ValueError(f"{source}: the snapshot holds processor {position.index}'s position twice")
+        nexts[position.index] = position.next
+        carried.update(dict.fromkeys(position.earlier))
+    if not nexts:
+        return None
+    if sorted(nexts) != list(range(parallelism)):
+        raise ValueError(
+            f"{source}: the snapshot holds the positions of processors {sorted(nexts)} of "
+            f"{parallelism}; a restore needs every processor's"
+        )
+    latest = tuple(nexts[index] for index in range(parallelism))
+    low = min(latest)
+    return (latest, *(g for g in carried if max(g) > low)), low
+
+
 class StridedCursor:
     """Processor ``index`` of ``step``'s walk over the global indices ``index, index + step, ...``.
 
@@ -111,30 +148,10 @@ class StridedCursor:
 
     def restore(self, positions: Iterable[SlicePosition], source: str) -> None:
         """Resume after the indices that the positions of every processor of a snapshot emitted."""
-        nexts: dict[int, int] = {}
-        carried: dict[tuple[int, ...], None] = {}
-        parallelism = 0
-        for position in positions:
-            if parallelism and position.parallelism != parallelism:
-                raise ValueError(
-                    f"{source}: the snapshot mixes positions of {parallelism} and "
-                    f"{position.parallelism} processors"
-                )
-            parallelism = position.parallelism
-            if position.index in nexts:
-                raise ValueError(f"{source}: the snapshot holds processor {position.index}'s position twice")
-            nexts[position.index] = position.next
-            carried.update(dict.fromkeys(position.earlier))
-        if not nexts:
+        resumed = _resume_vectors(positions, source, SlicePosition)
+        if resumed is None:
             return
-        if sorted(nexts) != list(range(parallelism)):
-            raise ValueError(
-                f"{source}: the snapshot holds the positions of processors {sorted(nexts)} of "
-                f"{parallelism}; a restore needs every processor's"
-            )
-        latest = tuple(nexts[index] for index in range(parallelism))
-        low = min(latest)
-        self._generations = (latest, *(g for g in carried if max(g) > low))
+        self._generations, low = resumed
         self._bound = max(max(g) for g in self._generations)
         self.resumed_from = low
         self.next = low + (self.index - low) % self.step
@@ -162,6 +179,82 @@ class StridedCursor:
     def position(self) -> SlicePosition:
         """The position to save: this processor's ``next`` and the vectors it resumed from."""
         return SlicePosition(self.index, self.step, self.next, self._generations)
+
+
+@dataclasses.dataclass(frozen=True)
+class LanePosition(SlicePosition):
+    """What lane ``index`` of ``parallelism`` of a source split by key (a :class:`LaneCursor`) had
+    emitted at a snapshot: every index of its lane below ``next``, and every index that one of the
+    ``earlier`` vectors says was (``s < g[lane_of(s, len(g))]``)."""
+
+
+class LaneCursor:
+    """Lane ``index`` of ``lanes``' walk over every global index, taking those of its lane.
+
+    A source split by key rather than by stride: ``lane_of(s, lanes)`` names the lane of index ``s``
+    (all items of one key in one lane, as in a topic partitioned by that key). The walk passes every
+    index; a caller that can find its lane's indices in a run faster than one test each (a generator
+    that knows its keys) takes them itself from :attr:`next` and calls :meth:`advance`. Restored
+    from a snapshot's positions it starts at the lowest saved ``next``, and up to the highest one
+    :meth:`take_restored` gives the indices of its lane that no earlier execution emitted, tested
+    one by one.
+
+    >>> cursor = LaneCursor(0, 1, lambda s, lanes: s // 3 % lanes)
+    >>> cursor.restore([LanePosition(0, 2, 4), LanePosition(1, 2, 7)], "example")
+    >>> cursor.take_restored(10, 9)  # lane 0 of 2 (0-2, 6-8) had emitted 0-2, lane 1 (3-5) 3-5
+    [6]
+    >>> cursor.take_restored(10, 9) is None, cursor.next  # past every saved position: the caller's turn
+    (True, 7)
+    """
+
+    __slots__ = ("_bound", "_generations", "index", "lane_of", "lanes", "next", "resumed_from")
+
+    def __init__(self, index: int, lanes: int, lane_of: Callable[[int, int], int]) -> None:
+        if not 0 <= index < lanes:
+            raise ValueError(f"lane {index} is not in 0..{lanes - 1}")
+        self.index = index
+        self.lanes = lanes
+        self.lane_of = lane_of
+        self.next = 0
+        """The next index to pass."""
+        self.resumed_from = 0
+        """The lowest index that the restored snapshot does not count as emitted (0 without one)."""
+        self._generations: tuple[tuple[int, ...], ...] = ()
+        self._bound = 0  # no earlier execution emitted an index at or above this
+
+    def restore(self, positions: Iterable[SlicePosition], source: str) -> None:
+        """Resume after the indices that the positions of every lane of a snapshot emitted."""
+        resumed = _resume_vectors(positions, source, LanePosition)
+        if resumed is None:
+            return
+        self._generations, self.next = resumed
+        self._bound = max(max(g) for g in self._generations)
+        self.resumed_from = self.next
+
+    def take_restored(self, limit: int, stop: int) -> list[int] | None:
+        """Below the highest saved position: the next at most ``limit`` indices below ``stop`` of this
+        lane that were not emitted, looking at no more than ``limit * lanes`` indices (a call stays
+        short); moves past those it looked at. None past that position."""
+        s, bound = self.next, self._bound
+        if s >= bound:
+            return None
+        taken: list[int] = []
+        lane_of, lanes, index, generations = self.lane_of, self.lanes, self.index, self._generations
+        stop = min(stop, bound, s + limit * lanes)
+        while s < stop and len(taken) < limit:
+            if lane_of(s, lanes) == index and not any(s < g[lane_of(s, len(g))] for g in generations):
+                taken.append(s)
+            s += 1
+        self.next = s
+        return taken
+
+    def advance(self, to: int) -> None:
+        """Move past the indices below ``to``: the caller took this lane's among them."""
+        self.next = to
+
+    def position(self) -> LanePosition:
+        """The position to save: this lane's ``next`` and the vectors it resumed from."""
+        return LanePosition(self.index, self.lanes, self.next, self._generations)
 
 
 class SourceReader(abc.ABC):

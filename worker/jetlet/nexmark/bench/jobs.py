@@ -81,22 +81,43 @@ def available_queries() -> tuple[str, ...]:
     return tuple(sorted(_registry(), key=_query_number))
 
 
-def query_fn(name: str, slide_ms: int = THROUGHPUT_SLIDE_MS) -> QueryFn:
+SPLIT_BY_AUCTION = frozenset({"q4", "q6"})
+"""The queries whose source is split by auction (:func:`source_split`)."""
+SOURCE_SPLITS = ("auto", "stride")
+"""``auto``: :data:`SPLIT_BY_AUCTION` read a source split by auction, the others a strided one;
+``stride``: every query reads the strided source."""
+
+
+def by_auction(name: str, split: str = "auto") -> bool:
+    """Whether query ``name`` reads the source split by auction under ``split`` (one of
+    :data:`SOURCE_SPLITS`): winning bids (Q4, Q6) then needs no exchange of bids or auctions, as on a
+    topic partitioned by auction id (:func:`~jetlet.nexmark.joins.winning_bids`)."""
+    if split not in SOURCE_SPLITS:
+        raise ValueError(f"source split must be one of {', '.join(SOURCE_SPLITS)}, got {split!r}")
+    return split == "auto" and name in SPLIT_BY_AUCTION
+
+
+def query_fn(name: str, slide_ms: int = THROUGHPUT_SLIDE_MS, split: str = "auto") -> QueryFn:
     """The query ``name`` as a function of the event stage, set for the fast generator's stream.
 
     Q5 gets the 10 s window sliding by ``slide_ms``; Q7 and Q8 tumbling windows of ``slide_ms``
     (their 10 s default would not close within a run); Q4 and Q6 a state TTL of the fast
-    generator's longest auction. Every other query comes from the registry with its defaults.
+    generator's longest auction, and the plan of a source split by auction when :func:`by_auction`
+    says so. Every other query comes from the registry with its defaults.
     """
     if name == "q5":
         return functools.partial(queries.q5_hot_items, window_ms=WINDOW_MS, slide_ms=slide_ms)
     if name == "q4":
         return functools.partial(
-            joins.q4_average_price_by_category, ttl_ms=fast_generator.max_auction_duration_ms()
+            joins.q4_average_price_by_category,
+            ttl_ms=fast_generator.max_auction_duration_ms(),
+            by_auction=by_auction(name, split),
         )
     if name == "q6":
         return functools.partial(
-            joins.q6_average_price_by_seller, ttl_ms=fast_generator.max_auction_duration_ms()
+            joins.q6_average_price_by_seller,
+            ttl_ms=fast_generator.max_auction_duration_ms(),
+            by_auction=by_auction(name, split),
         )
     if name == "q7":
         return functools.partial(queries.q7_highest_bid, window_ms=slide_ms)
@@ -153,13 +174,14 @@ def build_pipeline(
     list_name: str,
     record: tuple[int, int] = (0, 0),
     count: int | None = None,
+    split: str = "auto",
 ) -> Pipeline:
-    """The measured job; ``record`` is the ``[from, until)`` event-time interval of kept latencies."""
+    """The measured job; ``record`` is the ``[from, until)`` event-time interval of kept latencies;
+    ``split`` says how the source is split (:data:`SOURCE_SPLITS`)."""
     pipeline = Pipeline()
-    events = pipeline.read_from(fast_source.fast_nexmark_source(config, count, paced)).with_native_timestamps(
-        0
-    )
-    results = query_fn(query, slide_ms)(events)
+    source = fast_source.fast_nexmark_source(config, count, paced, by_auction=by_auction(query, split))
+    events = pipeline.read_from(source).with_native_timestamps(0)
+    results = query_fn(query, slide_ms, split)(events)
     recorder = functools.partial(LatencyRecorderP, record[0], record[1])
     results.custom_transform(RECORDER_NAME, recorder).write_to(Sinks.list(list_name))
     return pipeline
