@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import collections
 import math
 import time
@@ -19,7 +20,7 @@ from jetlet.core.snapshot_keys import ProcessorKey
 from jetlet.core.watermark import Watermark
 from jetlet.local_cluster import local_cluster
 from jetlet.nexmark import fast_generator, joins
-from jetlet.nexmark.bench import jobs, plain
+from jetlet.nexmark.bench import harness, jobs, plain
 from jetlet.nexmark.fast_source import fast_nexmark_source
 from jetlet.nexmark.model import Auction, AuctionBid, Bid, Event, Person
 from jetlet.nexmark.partial_winners import SNAPSHOT_TAG, auction_fields, partial_winning_bids_p
@@ -329,3 +330,21 @@ def test_winning_bids_by_auction_come_out_right_through_a_restart_from_a_snapsho
     for won in got:
         per_auction[(won.auction.id, won.auction.date_time)].add(won)
     assert all(len(winners) == 1 for winners in per_auction.values())
+
+
+def test_the_benchmark_reads_q4_and_q6_split_by_auction_unless_told_stride(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the queries that read the source split by auction, by default and with --source-split stride
+    assert [q for q in ("q1", "q4", "q5", "q6", "q8") if jobs.by_auction(q)] == ["q4", "q6"]
+    assert not any(jobs.by_auction(q, "stride") for q in ("q4", "q6"))
+    with pytest.raises(ValueError, match="source split must be one of auto, stride, got 'keys'"):
+        jobs.by_auction("q4", "keys")
+    # and the harness's flag
+    parser = argparse.ArgumentParser()
+    harness.add_arguments(parser)
+    assert harness.settings_from(parser.parse_args([])).source_split == "auto"
+    assert harness.settings_from(parser.parse_args(["--source-split", "stride"])).source_split == "stride"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--source-split", "keys"])
+    assert "invalid choice: 'keys'" in capsys.readouterr().err

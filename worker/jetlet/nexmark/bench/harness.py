@@ -14,7 +14,9 @@ and/or on (:mod:`.latency`); then the peers of ``--peers`` run once per query
 (``bench/nexmark_peers``, when this is a source checkout that has it); finally the Markdown section
 is printed (:mod:`.report`), its header naming the interpreter and whether it was built with PGO and
 LTO (:mod:`.interpreter`). Progress is printed as it goes, every run of every round included.
-``--quick`` is a one-minute smoke run.
+``--quick`` is a one-minute smoke run. ``--source-split`` says how the source is split among its
+processors: by default Q4 and Q6 read it split by auction id (``jobs.by_auction``), every other
+query by stride.
 
 Where it writes: ``jetlet bench nexmark`` writes nothing unless told — ``--out DIR`` for the
 section (``DIR/nexmark.md``) and the plots, ``--results FILE`` for a Markdown file whose NEXMark
@@ -83,6 +85,9 @@ class Settings:
     """Interleaved throughput rounds: each runs every query once on every contender (see the doc)."""
     stretch_windowed: bool = True
     """Measure Q5 and Q7 long enough for 10,000 window results (see ``latency.seconds_for``)."""
+    source_split: str = "auto"
+    """How the source is split among its processors (``jobs.SOURCE_SPLITS``): ``auto`` reads Q4 and Q6
+    split by auction id, as a topic partitioned by auction; ``stride`` every query by stride."""
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -170,6 +175,14 @@ def add_arguments(parser: argparse.ArgumentParser, checkout_defaults: bool = Fal
     parser.add_argument(
         "--plots", type=Path, default=None, metavar="DIR", help="directory of the PNG plots (default: --out)"
     )
+    parser.add_argument(
+        "--source-split",
+        choices=jobs.SOURCE_SPLITS,
+        default="auto",
+        help="auto (default): Q4 and Q6 read the source split by auction id, as a topic partitioned by "
+        "auction, and winning bids needs no exchange of bids; stride: every query reads it split by "
+        "stride (Q4 and Q6 then broadcast the auctions)",
+    )
     parser.add_argument("--no-report", action="store_true", help="print only; write no results or plots")
     parser.set_defaults(checkout_defaults=checkout_defaults)
     parser.add_argument(
@@ -207,6 +220,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         results=destinations["results"],
         plots=destinations["plots"],
         repeats=args.repeats,
+        source_split=args.source_split,
     )
     if settings.repeats < 1:
         raise ValueError(f"--repeats must be at least 1, got {settings.repeats}")
@@ -305,8 +319,9 @@ def _run_rounds(settings: Settings, clusters: dict[int, Any], results: report.Re
             continue
         members = int(contender)
         run = throughput.measure(
-            clusters[members], query, members, settings.seconds, settings.warmup_s, index
-        )
+            clusters[members], query, members, settings.seconds, settings.warmup_s, index,
+            split=settings.source_split,
+        )  # fmt: skip
         results.throughputs.append(run)
         _say(
             f"{where}: {run.events_per_s:,.0f} events/s ({run.events_per_s_per_member:,.0f} per member), "
@@ -354,7 +369,7 @@ def _latency_run(
     run, samples = latency.measure(
         cluster, query, members, rate,
         seconds=_latency_seconds(settings, query), warmup_s=settings.warmup_s,
-        snapshots=snapshots,
+        snapshots=snapshots, split=settings.source_split,
     )  # fmt: skip
     results.latencies.append(run)
     results.curves[run.label] = report.curve(samples)
@@ -422,6 +437,14 @@ def run(settings: Settings, command: str) -> report.Results:
     started = time.time()
     results = report.Results(command, rounds=settings.repeats)
     _say(f"interpreter: {results.interpreter.line()}")
+    split = [q for q in settings.queries if jobs.by_auction(q, settings.source_split)]
+    if split:
+        note = (
+            f"{', '.join(q.upper() for q in split)} read the source split by auction id, as a topic "
+            "partitioned by auction (--source-split auto; 'stride' reads every query by stride)"
+        )
+        results.notes.append(note)
+        _say(note)
     _run_clusters(settings, results)
     if settings.mode in ("throughput", "all"):
         _run_peers(settings, results)

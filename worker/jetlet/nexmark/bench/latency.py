@@ -108,8 +108,10 @@ def measure(
     warmup_s: float,
     snapshots: bool,
     slide_ms: int = jobs.LATENCY_SLIDE_MS,
+    split: str = "auto",
 ) -> tuple[Latency, list[float]]:
-    """Run ``query`` at the fixed rate and return its summary and the sorted samples."""
+    """Run ``query`` at the fixed rate and return its summary and the sorted samples; ``split`` is
+    the source's (``jobs.SOURCE_SPLITS``)."""
     rate = rate_per_member * max(members, 1)
     base = int((time.time() + START_LEAD_S) * 1000)
     config = fast_generator.FastConfig(rate=rate, base_time=base)
@@ -117,7 +119,13 @@ def measure(
     record_until = record_from + int(seconds * 1000)
     name = f"nexmark-latency-{query}-{time.time_ns()}"
     pipeline = jobs.build_pipeline(
-        query, config, paced=True, slide_ms=slide_ms, list_name=name, record=(record_from, record_until)
+        query,
+        config,
+        paced=True,
+        slide_ms=slide_ms,
+        list_name=name,
+        record=(record_from, record_until),
+        split=split,
     )
     job = cluster.new_job(pipeline, jobs.job_config(snapshots, name))
     try:

@@ -66,13 +66,21 @@ def _counts(job: Any, meter: cpu.Meter) -> tuple[int, int, float, dict[int, floa
 
 
 def measure(
-    cluster: Any, query: str, members: int, seconds: float, warmup_s: float, round_index: int = 0
+    cluster: Any,
+    query: str,
+    members: int,
+    seconds: float,
+    warmup_s: float,
+    round_index: int = 0,
+    *,
+    split: str = "auto",
 ) -> Throughput:
-    """Run ``query`` unpaced on ``cluster`` and measure ``seconds`` after ``warmup_s`` (see the doc)."""
+    """Run ``query`` unpaced on ``cluster`` and measure ``seconds`` after ``warmup_s`` (see the doc);
+    ``split`` is the source's (``jobs.SOURCE_SPLITS``)."""
     config = fast_generator.FastConfig(base_time=int(time.time() * 1000))
     name = f"nexmark-throughput-{query}-{time.time_ns()}"
     pipeline = jobs.build_pipeline(
-        query, config, paced=False, slide_ms=jobs.THROUGHPUT_SLIDE_MS, list_name=name
+        query, config, paced=False, slide_ms=jobs.THROUGHPUT_SLIDE_MS, list_name=name, split=split
     )
     meter = cpu.Meter.of(jobs.member_pids(cluster))
     job = cluster.new_job(pipeline, jobs.job_config(False, name))
