@@ -172,10 +172,11 @@ def test_a_restored_whole_auction_processor_keeps_only_its_own_auctions_and_emit
         outbox.drain(outputs, [])
         if accepted:
             break
-    # then it closed its own auction 5 and 7 (won by the early bid), as winners; 4 and 6 are not its
+    # then it closed its own auction 5 and 7 (won by the early bid), as winners stamped with the
+    # watermark that closed them; 4 and 6 are not its
     assert outputs[0] == [
-        (1_000, AuctionBid(five, 3, 350, 200)),
-        (1_000, AuctionBid(seven, 2, 500, 60)),
+        (2_000, AuctionBid(five, 3, 350, 200)),
+        (2_000, AuctionBid(seven, 2, 500, 60)),
         Watermark(2_000),
     ]
 

@@ -244,16 +244,22 @@ class PartialWinningBidsP(processor.Processor):
                 if bid[2] >= to_beat:
                     self._offer(state, bid)
 
-    def _close(self, state: list[Any], out: list[Any], closed_at: int) -> None:
+    def _close(
+        self, state: list[Any], out: list[Any], closed_at: int, released_at: int | None = None
+    ) -> None:
         """Drop ``state``'s auction; its partial winner, if it has one, timestamped when it stopped
-        taking bids: ``expires``, or the start of the auction that reopened its id if earlier."""
+        taking bids: ``expires``, or the start of the auction that reopened its id if earlier. With
+        ``whole`` the winner of an auction that expired is timestamped ``released_at``, the watermark
+        that closes it, as the combining stage stamps what it evicts (watermarks are throttled, to a
+        second in a pipeline without windows, so ``expires`` can be that far behind)."""
         auction, price, date_time, bidder = state
         del self._open[auction[_ID]]
         del self._to_beat[auction[_ID]]
         if date_time != NO_BID:
             closed = min(closed_at, auction[_EXPIRES])
             if self._whole:
-                out.append((closed, AuctionBid(Auction(*auction), bidder, price, date_time)))
+                stamp = closed if released_at is None else released_at
+                out.append((stamp, AuctionBid(Auction(*auction), bidder, price, date_time)))
             else:
                 out.append((closed, (auction, bidder, price, date_time)))
 
@@ -274,7 +280,7 @@ class PartialWinningBidsP(processor.Processor):
                 if state is None or state[0][_EXPIRES] // CLOSING_BUCKET_MS != bucket:
                     continue  # closed already, by a reopened id
                 if state[0][_EXPIRES] <= watermark:
-                    self._close(state, out, state[0][_EXPIRES])
+                    self._close(state, out, state[0][_EXPIRES], watermark)
                 else:
                     waiting.append(auction_id)
             if waiting:
