@@ -226,7 +226,8 @@ class PartialWinningBidsP(processor.Processor):
             held_since = held[0][_DATE_TIME]
             if held_since > auction[_DATE_TIME] or (held_since == auction[_DATE_TIME] and not self._whole):
                 return  # (``whole`` sees no copies: an auction of the same id and ms reopens it)
-            self._close(held, out, auction[_DATE_TIME])  # reopened: no later bid counts for the older one
+            # reopened: no later bid counts for the older one
+            self._close(held, out, auction[_DATE_TIME], auction[_DATE_TIME])
         to_beat = auction[_RESERVE] - 1
         state: list[Any] = [auction, to_beat, NO_BID, -1]
         self._open[auction_id] = state
@@ -244,24 +245,21 @@ class PartialWinningBidsP(processor.Processor):
                 if bid[2] >= to_beat:
                     self._offer(state, bid)
 
-    def _close(
-        self, state: list[Any], out: list[Any], closed_at: int, released_at: int | None = None
-    ) -> None:
+    def _close(self, state: list[Any], out: list[Any], closed_at: int, released_at: int) -> None:
         """Drop ``state``'s auction; its partial winner, if it has one, timestamped when it stopped
         taking bids: ``expires``, or the start of the auction that reopened its id if earlier. With
-        ``whole`` the winner of an auction that expired is timestamped ``released_at``, the watermark
-        that closes it, as the combining stage stamps what it evicts (watermarks are throttled, to a
-        second in a pipeline without windows, so ``expires`` can be that far behind)."""
+        ``whole`` the winner is final at once and is timestamped ``released_at``, the event time that
+        closes it (the watermark, or the reopening auction's start), as the combining stage stamps
+        what it evicts: watermarks are throttled, to a second in a pipeline without windows, so
+        ``expires`` can be that far behind."""
         auction, price, date_time, bidder = state
         del self._open[auction[_ID]]
         del self._to_beat[auction[_ID]]
         if date_time != NO_BID:
-            closed = min(closed_at, auction[_EXPIRES])
             if self._whole:
-                stamp = closed if released_at is None else released_at
-                out.append((stamp, AuctionBid(Auction(*auction), bidder, price, date_time)))
+                out.append((released_at, AuctionBid(Auction(*auction), bidder, price, date_time)))
             else:
-                out.append((closed, (auction, bidder, price, date_time)))
+                out.append((min(closed_at, auction[_EXPIRES]), (auction, bidder, price, date_time)))
 
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
         return self._output.watermark(self.outbox, watermark, self._advance)
