@@ -37,11 +37,11 @@ from typing import Any
 
 import jetlet
 from jetlet import config as config_mod
-from jetlet import errors, nexmark
+from jetlet import errors, nexmark, progress
 from jetlet.core import inbox as inbox_mod
 from jetlet.core import processor as proc
-from jetlet.core.processors.sources import READ_METRIC
 from jetlet.local_cluster import local_cluster
+from jetlet.metrics import job_metrics
 from jetlet.nexmark import fast_generator, fast_source, joins, queries
 from jetlet.pipeline import Pipeline, Sinks, StreamStage
 
@@ -214,11 +214,11 @@ def member_pids(cluster: Any) -> tuple[int, ...]:
     return tuple(getattr(cluster, "pids", ()))
 
 
-def events_read(metrics: Mapping[str, Any]) -> int:
-    """The events the NEXMark source has read: its ``emittedCount``, or, when the query's first
-    stateless stages run inside it (the planner's source chaining), its ``sourceReadCount``."""
-    # (a chained source that has read nothing has let nothing out either: 0 both ways)
-    return counter(metrics, SOURCE_NAME, READ_METRIC) or counter(metrics, SOURCE_NAME, "emittedCount")
+def events_read(metrics: job_metrics.JobMetrics) -> int:
+    """The events the NEXMark source has read, each once: per processor its ``sourceReadCount`` when
+    the query's first stateless stages run inside it (the planner's source chaining), else its
+    ``emittedCount`` of one output (a source feeding two stages, as Q8's, emits each event on both)."""
+    return int(progress.counts(metrics, frozenset({SOURCE_NAME}), frozenset()).read)
 
 
 def counter(metrics: Mapping[str, Any], vertex: str, name: str) -> int:
