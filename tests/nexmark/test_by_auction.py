@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import collections
 import math
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,8 +15,10 @@ import pytest
 import jetlet
 from jetlet import config
 from jetlet._planner.planner import PlanningError
+from jetlet.aggregate import counting
+from jetlet.core import processor as proc
 from jetlet.core.inbox import Inbox
-from jetlet.core.processors.sources import LaneCursor, LanePosition, SlicePosition
+from jetlet.core.processors.sources import LaneCursor, LanePosition, SlicePosition, StridedCursor
 from jetlet.core.snapshot_keys import ProcessorKey
 from jetlet.core.watermark import Watermark
 from jetlet.local_cluster import local_cluster
@@ -74,6 +77,15 @@ def test_the_lanes_split_the_stream_by_auction_and_together_are_the_whole_stream
         assert {lane_of_event(e, lanes) for e in taken} <= {lane, None}
     assert sum(len(taken) for taken in got.values()) == len(everything)
     assert any(isinstance(e, Person) for e in got[0])
+
+
+def test_an_empty_lane_returns_at_once_and_says_how_far_it_looked() -> None:
+    # given one auction id only, so that lane 1 of 2 (odd ids) holds nothing
+    cfg = fast_generator.FastConfig(rate=1_000, keys=1)
+    assert {fast_generator.auction_lane(n, cfg, 2) for n in range(1_000)} == {0}
+    # when lane 1 is asked for the events of an unbounded run, then it looks at a bounded stretch
+    events, after = fast_generator.lane_events(7, sys.maxsize, 100, cfg, 1, 2)
+    assert events == [] and after == 7 + 100 * 2 * fast_generator.SCAN_FACTOR
 
 
 def test_a_lane_past_stop_or_with_nothing_in_a_run_moves_on() -> None:
@@ -141,6 +153,8 @@ def test_a_lane_cursor_refuses_a_strided_snapshot() -> None:
     cursor = LaneCursor(0, 2, lambda n, k: n % k)
     with pytest.raises(ValueError, match="SlicePosition"):
         cursor.restore([SlicePosition(0, 2, 10), SlicePosition(1, 2, 11)], "nexmark")
+    with pytest.raises(ValueError, match="LanePosition"):
+        StridedCursor(0, 2).restore([LanePosition(0, 2, 10), LanePosition(1, 2, 11)], "nexmark")
 
 
 # -- the whole-auction partial stage's restore -----------------------------------------------------
@@ -181,6 +195,41 @@ def test_a_restored_whole_auction_processor_keeps_only_its_own_auctions_and_emit
     ]
 
 
+def whole_outputs(events: list[Any], watermark: int) -> list[Any]:
+    """What a whole-auction processor (processor 0 of 1) emits for ``events``, then ``watermark``."""
+    processor = partial_winning_bids_p(ttl=5_000, whole=True)()
+    outbox = TestOutbox(1, 100)
+    processor.init(outbox, make_context())
+    processor.process(0, Inbox(events))
+    outputs: list[list[Any]] = [[]]
+    for _ in range(10):
+        accepted = processor.try_process_watermark(Watermark(watermark))
+        outbox.drain(outputs, [])
+        if accepted:
+            break
+    return outputs[0]
+
+
+def opened(auction: Auction) -> tuple[int, tuple[int, Any]]:
+    return (auction.date_time, (auction.id, auction_fields(auction)))
+
+
+def test_a_whole_auction_processor_reopens_an_id_in_the_same_millisecond_and_drops_early_bids() -> None:
+    # given a bid for auction 3 before any auction of its id (in the millisecond the auction opens),
+    # auction 3 with a bid, and another auction 3 in the same millisecond with a bid of its own
+    first, second = an_auction(3, 100, 900), Auction(3, "other", "", 50, 100, 100, 800, 2, 10, "")
+    events = [(100, (3, 2, 999, 100)), opened(first), (100, (3, 2, 300, 100)), opened(second)]
+    events.append((150, (3, 2, 200, 150)))
+    # then the bid before the auctions counted for none (as in the plain loop), the second auction
+    # closed the first at once (stamped with its start), and the second won its own bid when the
+    # watermark passed its expires (stamped with that watermark)
+    assert whole_outputs(events, 1_000) == [
+        (100, AuctionBid(first, 2, 300, 100)),
+        (1_000, AuctionBid(second, 2, 200, 150)),
+        Watermark(1_000),
+    ]
+
+
 # -- forward() ----------------------------------------------------------------------------------
 
 
@@ -198,8 +247,52 @@ def test_forward_into_a_stage_that_asks_for_another_parallelism_is_a_planning_er
     p = Pipeline()
     source = p.read_from(Sources.items(list(range(10)))).set_local_parallelism(3)
     source.forward().map(str).set_local_parallelism(2).write_to(Sinks.list("out"))
-    with pytest.raises(PlanningError, match="forward"):
+    wanted = r"whose local parallelism is 2: forward\(\) needs the forwarded stage's, 3"
+    with pytest.raises(PlanningError, match=wanted):
         p.to_dag()
+    # nor into a stage whose supplier prefers one processor, from a stage on the default
+    p = Pipeline()
+    one = proc.ProcessorMetaSupplier.of(lambda: proc.Processor(), preferred_local_parallelism=1)
+    forwarded = p.read_from(Sources.items(list(range(10)))).map(str).forward()
+    forwarded.custom_transform("one", one).write_to(Sinks.list("out"))
+    with pytest.raises(PlanningError, match=r"forward\(\) needs the forwarded stage's, the default"):
+        p.to_dag()
+
+
+def test_forward_into_a_keyed_stage_is_a_planning_error() -> None:
+    p = Pipeline()
+    source = p.read_from(Sources.items(list(range(10))))
+    source.forward().grouping_key(str).aggregate(counting()).write_to(Sinks.list("out"))
+    with pytest.raises(PlanningError, match=r"routes its input partitioned: forward\(\) feeds only"):
+        p.to_dag()
+
+
+def test_forwarded_stateless_stages_fuse_and_run_in_a_source_that_takes_them() -> None:
+    # given a source forwarded through two maps, then forwarded into a custom stage
+    p = Pipeline()
+    source = p.read_from(Sources.items(list(range(10)))).set_local_parallelism(3)
+    last = source.forward().map(str).forward().map(len).forward()
+    end = last.custom_transform("end", proc.ProcessorMetaSupplier.of(lambda: proc.Processor()))
+    end.write_to(Sinks.list("out"))
+    dag = p.to_dag()
+    # then the maps run as one vertex, isolated between the source and the custom stage, with the
+    # source's parallelism
+    assert {v.name: v.local_parallelism for v in dag.vertices() if v.name != "listSink(out)"} == {
+        "items": 3,
+        "fused(map, map)": 3,
+        "end": 3,
+    }
+    assert {e.dest_name: e.routing_policy.value for e in dag.edges() if e.dest_name != "listSink(out)"} == {
+        "fused(map, map)": "isolated",
+        "end": "isolated",
+    }
+    # and winning bids by auction runs its first map inside the NEXMark source, as the strided plan does
+    p = Pipeline()
+    events = p.read_from(fast_nexmark_source(CONFIG, 10, local_parallelism=2, by_auction=True))
+    winners = joins.winning_bids(events.with_native_timestamps(0), ttl_ms=TTL_MS, by_auction=True)
+    winners.write_to(Sinks.list("w"))
+    edges = {(e.source_name, e.dest_name): e.routing_policy.value for e in p.to_dag().edges()}
+    assert edges[("fast-nexmark", "nexmark-winning-bids")] == "isolated"
 
 
 # -- the queries end to end --------------------------------------------------------------------------

@@ -199,8 +199,16 @@ def test_the_harness_runs_its_rounds_interleaved_and_tags_each_run_with_its_roun
     ran: list[tuple[int, str, str]] = []
 
     def fake_jetlet(
-        cluster: Any, query: str, members: int, seconds: float, warmup_s: float, round_index: int
+        cluster: Any,
+        query: str,
+        members: int,
+        seconds: float,
+        warmup_s: float,
+        round_index: int,
+        *,
+        split: str,
     ) -> throughput.Throughput:
+        assert split == "auto"  # the harness passes its --source-split on
         ran.append((round_index, query, cluster))
         return throughput.Throughput(query, members, 1_000, 0, 1.0, 0.001, round_index)
 

@@ -21,7 +21,7 @@ def _fusible(a: tf.Transform, b: tf.Transform, graph: Graph, upstream: Upstream)
         and graph[a] == [b]
         and upstream[b] == [a]
         and a.local_parallelism == b.local_parallelism
-        and not a.rebalance
+        and (not a.rebalance or a.forward)
     )
 
 

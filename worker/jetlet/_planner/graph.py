@@ -61,14 +61,14 @@ def merged_into_sources(
 def sole_source(stage: tf.Transform, graph: Graph, upstream: Upstream) -> tf.SourceTransform | None:
     """The source ``stage`` reads alone, when the two could run as one vertex: ``stage`` has that one
     input, is its only consumer, has its parallelism (or inherits it), and the source is not
-    rebalanced. None otherwise."""
+    rebalanced (but forwarded: processor ``i`` feeds processor ``i``, as in one vertex). None otherwise."""
     if len(upstream[stage]) != 1:
         return None
     source = upstream[stage][0]
     if (
         isinstance(source, tf.SourceTransform)
         and graph[source] == [stage]
-        and not source.rebalance
+        and (not source.rebalance or source.forward)
         and stage.local_parallelism in (-1, source.local_parallelism)
     ):
         return source

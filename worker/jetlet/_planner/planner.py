@@ -137,6 +137,12 @@ class Planner:
                     f"its input {edge.routing_policy.value}: broadcast() feeds only stages that take "
                     "their input from anywhere (map, filter, a custom transform...)"
                 )
+            if upstream.forward and routed:
+                raise PlanningError(
+                    f"stage {upstream.name!r} is forwarded into stage {transform.name!r}, which routes "
+                    f"its input {edge.routing_policy.value}: forward() feeds only stages that take "
+                    "their input from anywhere (map, filter, a custom transform...)"
+                )
             if upstream.rebalance and not routed:
                 if upstream.broadcast:
                     edge.broadcast().distributed()
@@ -157,13 +163,16 @@ class Planner:
         self, upstream: tf.Transform, transform: tf.Transform, vertex: dag_mod.Vertex
     ) -> None:
         """A ``forward()``-ed input gives ``vertex`` its parallelism (processor ``i`` feeds processor
-        ``i``); a stage that asked for another one cannot be planned."""
+        ``i``); a stage whose parallelism may differ (asked for, or its supplier's preference against
+        the default) cannot be planned."""
         wanted = self._parallelism_of(self.vertex_of[upstream])
-        if vertex.local_parallelism not in (-1, wanted):
+        own = self._parallelism_of(vertex)
+        if own not in (-1, wanted) or (own != -1 and vertex.local_parallelism == -1 and wanted == -1):
+            upstream_says = "the default" if wanted == -1 else str(wanted)
             raise PlanningError(
-                f"stage {upstream.name!r} is forwarded into stage {transform.name!r}, which asks for "
-                f"local parallelism {vertex.local_parallelism}: forward() needs {wanted}, the "
-                "forwarded stage's"
+                f"stage {upstream.name!r} is forwarded into stage {transform.name!r}, whose local "
+                f"parallelism is {own}: forward() needs the forwarded stage's, {upstream_says} (set "
+                "the same local parallelism on both)"
             )
         vertex.set_local_parallelism(wanted)
 

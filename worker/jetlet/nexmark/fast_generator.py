@@ -284,7 +284,13 @@ class _Lane:
     prices: list[int]
 
 
-@functools.lru_cache(maxsize=16)
+SCAN_FACTOR = 16
+"""A call of :func:`lane_events` passes at most ``limit * lanes`` times this many numbers: with few keys
+a lane may hold far fewer than its share of them (or none), and the caller goes on from where it
+stopped."""
+
+
+@functools.lru_cache(maxsize=64)
 def _lane(keys: int, lane: int, lanes: int) -> _Lane:
     tables = _tables(keys)
     positions = [p for p in range(2 * BLOCK) if tables.auctions[p] % lanes == lane]
@@ -295,7 +301,8 @@ def lane_events(
     start: int, stop: int, limit: int, config: FastConfig, lane: int, lanes: int
 ) -> tuple[list[Event], int]:
     """The events of lane ``lane`` of ``lanes`` (:func:`auction_lane`) among numbers ``start`` up to
-    ``stop``, at most ``limit`` of them, in order; and the number to go on from.
+    ``stop``, at most ``limit`` of them, in order; and the number to go on from (it passes at most
+    :data:`SCAN_FACTOR` ``* limit * lanes`` numbers).
 
     Inside a block a number's position is ``a0 + (number - first)``, so the lane's numbers in a run
     of numbers are a slice of the lane's sorted positions (found by bisection), and their auctions
@@ -310,6 +317,7 @@ def lane_events(
     if lanes == 1:  # every number is the lane's: the strided path's slices
         end = min(stop, start + limit)
         return fast_events(range(start, end), config), max(start, end)
+    stop = min(stop, start + limit * lanes * SCAN_FACTOR)  # a call stays short, even in an empty lane
     tables = _tables(config.keys)
     own = _lane(config.keys, lane, lanes)
     positions, auctions_of, prices_of = own.positions, own.auctions, own.prices

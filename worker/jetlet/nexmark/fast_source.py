@@ -3,8 +3,9 @@
 The same machinery as :func:`~jetlet.nexmark.source.nexmark_source`
 (:func:`~jetlet.nexmark.source.strided_event_source`): processor ``i`` of ``p`` emits the numbers
 ``i, i + p, ...`` (or, split ``by_auction``, the numbers of its auctions:
-:func:`~jetlet.nexmark.source.lane_event_source`), each fill a batch of up to 1,024 numbers turned
-into events by :func:`~jetlet.nexmark.fast_generator.fast_events` (table slices, see
+:func:`~jetlet.nexmark.source.lane_event_source`), each fill a batch of up to 1,024 events
+(strided: 1,024 numbers turned into events by :func:`~jetlet.nexmark.fast_generator.fast_events`; in a
+lane: those of a run of numbers, :func:`~jetlet.nexmark.fast_generator.lane_events`; table slices, see
 :mod:`~jetlet.nexmark.fast_generator`), each with its event time as the native timestamp; a
 snapshot holds the processor's position and a restore resumes after exactly what was emitted.
 

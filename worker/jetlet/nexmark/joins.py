@@ -181,8 +181,8 @@ def winning_bids(
     (:func:`~jetlet.nexmark.fast_source.fast_nexmark_source` with ``by_auction``). Then nothing
     crosses between members: each source processor's events go ``forward()`` to the partial
     stage's processor of the same index, which sees all of its auctions' bids, so its partials are
-    the winners. This forwards ``events`` (every stateless stage it feeds takes its parallelism,
-    as under ``preserve_order``). On any other source ``by_auction`` loses every bid that is not in
+    the winners. This forwards ``events`` (every stage it feeds must take its input from anywhere,
+    and takes its parallelism). On any other source ``by_auction`` loses every bid that is not in
     its auction's processor.
     """
     ttl = max_auction_duration_ms(config) if ttl_ms is None else ttl_ms

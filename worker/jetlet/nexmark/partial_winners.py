@@ -28,8 +28,10 @@ the auction of the ids ``i (mod p)`` (a topic partitioned by auction id;
 :func:`~jetlet.nexmark.fast_generator.auction_lane`) and forwards them to processor ``i`` of this
 stage, that processor sees every event of its auctions in the source's order, as the plain loop
 does: its partials are the winners, and it emits them as :class:`~jetlet.nexmark.model.AuctionBid`
-with no input 1 and no combining stage. Nothing crosses between members. On a restore it keeps the
-saved auctions and early bids of its own ids only, so no winner comes out twice.
+with no input 1 and no combining stage. Nothing crosses between members. A bid whose auction it
+does not hold is dropped, as the plain loop drops it: in the source's order no auction of its id
+comes before it. On a restore it keeps the saved auctions and early bids of its own ids only, so no
+winner comes out twice.
 
 **Order and reopened ids.** A bid goes to the auction its processor holds for the id when it comes.
 Local auctions reach their member's processor on input 0 with its bids, in the source's order;
@@ -191,7 +193,8 @@ class PartialWinningBidsP(processor.Processor):
                 continue
             price_to_beat = to_beat(item[0])
             if price_to_beat is None:
-                self._wait_for_auction(item)
+                if not self._whole:  # (``whole``: its auction came first, or there is none, module doc)
+                    self._wait_for_auction(item)
             elif item[2] >= price_to_beat:
                 self._offer(self._open[item[0]], item)
         output.flush(self.outbox)

@@ -3,7 +3,11 @@
 Built with :meth:`jetlet.pipeline.SourceBuilder.timestamped_stream`. Each source processor owns
 the numbers ``index, index + parallelism, index + 2 * parallelism, ...`` (its global processor
 index and the total parallelism from the context), so the processors together emit every event
-number exactly once. Each item is added with its event time as the native timestamp.
+number exactly once. Each item is added with its event time as the native timestamp. A source
+split into *lanes* by key (:func:`lane_event_source`) owns instead the numbers of its lane: every
+processor passes every number, keeps its lane's and saves a
+:class:`~jetlet.core.processors.sources.LanePosition` (below, with a
+:class:`~jetlet.core.processors.sources.LaneCursor`).
 
 Its state is a :class:`_Slice` around a :class:`~jetlet.core.processors.sources.StridedCursor`:
 the next number to emit. A snapshot saves the cursor's

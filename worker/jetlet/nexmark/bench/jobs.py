@@ -82,7 +82,7 @@ def available_queries() -> tuple[str, ...]:
 
 
 SPLIT_BY_AUCTION = frozenset({"q4", "q6"})
-"""The queries whose source is split by auction (:func:`source_split`)."""
+"""The queries whose source is split by auction (:func:`by_auction`)."""
 SOURCE_SPLITS = ("auto", "stride")
 """``auto``: :data:`SPLIT_BY_AUCTION` read a source split by auction, the others a strided one;
 ``stride``: every query reads the strided source."""
