@@ -77,13 +77,21 @@ def test_given_a_set_wake_when_backing_off_then_no_park_waits_for_its_length() -
 def test_given_a_blocking_sink_in_the_service_when_idle_then_it_parks_long_and_takes_each_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    parks: list[float] = []
+    parks: list[str] = []
+    park = execution_service._park_for_input
     idle = execution_service._Backoff.idle
 
+    def recording_park(wake: Any) -> None:
+        parks.append(threading.current_thread().name)
+        park(wake)
+
     def recording_idle(backoff: Any, max_park: float = execution_service._MAX_PARK_S) -> None:
-        parks.append(max_park)
+        if threading.current_thread().name in parks:
+            backoffs.append(max_park)
         idle(backoff, max_park)
 
+    backoffs: list[float] = []
+    monkeypatch.setattr(execution_service, "_park_for_input", recording_park)
     monkeypatch.setattr(execution_service._Backoff, "idle", recording_idle)
     service = TaskletExecutionService(cooperative_thread_count=1)
     source = SpscQueue(16)
@@ -96,14 +104,15 @@ def test_given_a_blocking_sink_in_the_service_when_idle_then_it_parks_long_and_t
             wait_until(lambda before=idle_before: sink.idle_calls > before + 8, "the sink idles")
             assert source.offer_batch([n]) == 1
             wait_until(lambda n=n: sink.seen == list(range(1, n + 1)), f"batch {n} taken")
+        waiting_backoffs = list(backoffs)  # (its end, below, is not input alone)
         source.offer_control(DONE_ITEM)
         tracker.future.result(timeout=10)
     finally:
         service.shutdown()
     assert sink.seen == [1, 2, 3]
-    # while it waited for input alone it parked long (its queue wakes it); the cooperative
-    # worker's own backoff kept the 1 ms park
-    assert execution_service._MAX_INPUT_PARK_S in parks
+    # while it waited for input alone it parked at once until its queue woke it, never through
+    # the spins, yields and short parks of a backoff
+    assert parks and waiting_backoffs == []
 
 
 def test_given_a_sink_when_its_inputs_end_or_it_has_outputs_then_it_no_longer_waits_for_input_alone() -> None:

@@ -15,7 +15,7 @@ two threads at once, and never moved in the middle of a call.
 A non-cooperative tasklet gets a thread of its own with the same loop. A
 blocking *sink* (no output edges, only queues in) whose queues wake it when
 something arrives (:meth:`~jetlet._execution.progress.Tasklet.wake_on_input`)
-parks up to :data:`_MAX_INPUT_PARK_S` instead while it waits for input alone
+parks at once, up to :data:`_MAX_INPUT_PARK_S`, while it waits for input alone
 (:meth:`~jetlet._execution.progress.Tasklet.waits_for_input_alone`: taking
 input, no snapshots to commit, nothing held), and 1 ms otherwise. Polling every
 millisecond, an idle sink's thread took the GIL from the cooperative thread a
@@ -192,6 +192,14 @@ class _Backoff:
             self._wake.clear()
 
 
+def _park_for_input(wake: threading.Event) -> None:
+    """Park a blocking sink that waits for input alone until its queues wake it, at most
+    :data:`_MAX_INPUT_PARK_S`: at once, without the spins, yields and short parks of a backoff (each a
+    wake-up that takes the GIL and, when every core is busy, a core from a processing thread)."""
+    if wake.wait(_MAX_INPUT_PARK_S):
+        wake.clear()
+
+
 class _CooperativeWorker:
     def __init__(self, service: TaskletExecutionService, index: int) -> None:
         self.service = service
@@ -344,7 +352,7 @@ class TaskletExecutionService:
                 if outcome:
                     backoff.reset()
                 elif woken_by_input and tasklet.waits_for_input_alone():
-                    backoff.idle(_MAX_INPUT_PARK_S)
+                    _park_for_input(wake)
                 else:
                     backoff.idle()
             _dismiss(entry)
