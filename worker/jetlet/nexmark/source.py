@@ -172,13 +172,10 @@ def strided_event_source(
     """
     _check(count, rate, paced_since)
 
-    def create(context: proc.ProcessorContext) -> _Slice:
-        cursor = StridedCursor(context.global_processor_index, context.total_parallelism)
-        if paced_since is None:
-            return _Slice(events_fn, cursor, count, rate, time.monotonic())
-        return _Slice(events_fn, cursor, count, rate, paced_since, clock=time.time)
+    def strided(context: proc.ProcessorContext) -> StridedCursor:
+        return StridedCursor(context.global_processor_index, context.total_parallelism)
 
-    return _build(name, create, local_parallelism)
+    return _build(name, _slices(strided, events_fn, count, rate, paced_since), local_parallelism)
 
 
 def lane_event_source(
@@ -205,13 +202,31 @@ def lane_event_source(
     """
     _check(count, rate, paced_since)
 
+    def lane(context: proc.ProcessorContext) -> LaneCursor:
+        return LaneCursor(context.global_processor_index, context.total_parallelism, lane_of)
+
+    create = _slices(lane, events_fn, count, rate, paced_since, lane_events)
+    return _build(name, create, local_parallelism)
+
+
+def _slices(
+    cursor_of: Callable[[proc.ProcessorContext], StridedCursor | LaneCursor],
+    events_fn: EventsFn,
+    count: int | None,
+    rate: float | None,
+    paced_since: float | None,
+    lane_events: LaneEventsFn | None = None,
+) -> Callable[[proc.ProcessorContext], _Slice]:
+    """Each processor's :class:`_Slice`: its cursor, paced from its start, or by the wall clock from
+    ``paced_since``."""
+
     def create(context: proc.ProcessorContext) -> _Slice:
-        cursor = LaneCursor(context.global_processor_index, context.total_parallelism, lane_of)
+        cursor = cursor_of(context)
         if paced_since is None:
             return _Slice(events_fn, cursor, count, rate, time.monotonic(), lane_events=lane_events)
         return _Slice(events_fn, cursor, count, rate, paced_since, clock=time.time, lane_events=lane_events)
 
-    return _build(name, create, local_parallelism)
+    return create
 
 
 def _check(count: int | None, rate: float | None, paced_since: float | None) -> None:

@@ -120,7 +120,38 @@ def _resume_vectors(
     return (latest, *(g for g in carried if max(g) > low)), low
 
 
-class StridedCursor:
+class _ResumableCursor:
+    """What the strided and the lane cursor share: their index, where they are, and what a restored
+    snapshot says earlier executions emitted (:func:`_resume_vectors`)."""
+
+    __slots__ = ("_bound", "_generations", "index", "next", "resumed_from")
+
+    def __init__(self, index: int, count: int, what: str) -> None:
+        if not 0 <= index < count:
+            raise ValueError(f"{what} {index} is not in 0..{count - 1}")
+        self.index = index
+        self.next = 0
+        """The next index to consider."""
+        self.resumed_from = 0
+        """The lowest index that the restored snapshot does not count as emitted (0 without one)."""
+        self._generations: tuple[tuple[int, ...], ...] = ()
+        self._bound = 0  # no earlier execution emitted an index at or above this
+
+    def _resume(
+        self, positions: Iterable[SlicePosition], source: str, kind: type[SlicePosition]
+    ) -> int | None:
+        """Take the vectors of a snapshot's positions of ``kind``; the lowest saved ``next`` (None:
+        the snapshot held no position)."""
+        resumed = _resume_vectors(positions, source, kind)
+        if resumed is None:
+            return None
+        self._generations, low = resumed
+        self._bound = max(max(g) for g in self._generations)
+        self.resumed_from = low
+        return low
+
+
+class StridedCursor(_ResumableCursor):
     """Processor ``index`` of ``step``'s walk over the global indices ``index, index + step, ...``.
 
     Restored from the positions of a snapshot (see the module doc), it skips
@@ -132,29 +163,18 @@ class StridedCursor:
     [4, 6, 7, 8]
     """
 
-    __slots__ = ("_bound", "_generations", "index", "next", "resumed_from", "step")
+    __slots__ = ("step",)
 
     def __init__(self, index: int, step: int) -> None:
-        if not 0 <= index < step:
-            raise ValueError(f"processor index {index} is not in 0..{step - 1}")
-        self.index = index
+        super().__init__(index, step, "processor index")
         self.step = step
         self.next = index
-        """The next index of the slice to consider."""
-        self.resumed_from = 0
-        """The lowest index that the restored snapshot does not count as emitted (0 without one)."""
-        self._generations: tuple[tuple[int, ...], ...] = ()
-        self._bound = 0  # no earlier execution emitted an index at or above this
 
     def restore(self, positions: Iterable[SlicePosition], source: str) -> None:
         """Resume after the indices that the positions of every processor of a snapshot emitted."""
-        resumed = _resume_vectors(positions, source, SlicePosition)
-        if resumed is None:
-            return
-        self._generations, low = resumed
-        self._bound = max(max(g) for g in self._generations)
-        self.resumed_from = low
-        self.next = low + (self.index - low) % self.step
+        low = self._resume(positions, source, SlicePosition)
+        if low is not None:
+            self.next = low + (self.index - low) % self.step
 
     def take(self, limit: int, stop: int) -> Sequence[int]:
         """The next at most ``limit`` indices below ``stop`` that were not emitted; moves past them."""
@@ -188,7 +208,7 @@ class LanePosition(SlicePosition):
     ``earlier`` vectors says was (``s < g[lane_of(s, len(g))]``)."""
 
 
-class LaneCursor:
+class LaneCursor(_ResumableCursor):
     """Lane ``index`` of ``lanes``' walk over every global index, taking those of its lane.
 
     A source split by key rather than by stride: ``lane_of(s, lanes)`` names the lane of index ``s``
@@ -207,29 +227,18 @@ class LaneCursor:
     (True, 7)
     """
 
-    __slots__ = ("_bound", "_generations", "index", "lane_of", "lanes", "next", "resumed_from")
+    __slots__ = ("lane_of", "lanes")
 
     def __init__(self, index: int, lanes: int, lane_of: Callable[[int, int], int]) -> None:
-        if not 0 <= index < lanes:
-            raise ValueError(f"lane {index} is not in 0..{lanes - 1}")
-        self.index = index
+        super().__init__(index, lanes, "lane")
         self.lanes = lanes
         self.lane_of = lane_of
-        self.next = 0
-        """The next index to pass."""
-        self.resumed_from = 0
-        """The lowest index that the restored snapshot does not count as emitted (0 without one)."""
-        self._generations: tuple[tuple[int, ...], ...] = ()
-        self._bound = 0  # no earlier execution emitted an index at or above this
 
     def restore(self, positions: Iterable[SlicePosition], source: str) -> None:
         """Resume after the indices that the positions of every lane of a snapshot emitted."""
-        resumed = _resume_vectors(positions, source, LanePosition)
-        if resumed is None:
-            return
-        self._generations, self.next = resumed
-        self._bound = max(max(g) for g in self._generations)
-        self.resumed_from = self.next
+        low = self._resume(positions, source, LanePosition)
+        if low is not None:
+            self.next = low
 
     def take_restored(self, limit: int, stop: int) -> list[int] | None:
         """Below the highest saved position: the next at most ``limit`` indices below ``stop`` of this
