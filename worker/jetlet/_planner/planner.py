@@ -167,7 +167,7 @@ class Planner:
         the default) cannot be planned."""
         wanted = self._parallelism_of(self.vertex_of[upstream])
         own = self._parallelism_of(vertex)
-        if own not in (-1, wanted) or (own != -1 and vertex.local_parallelism == -1 and wanted == -1):
+        if own not in (-1, wanted):
             upstream_says = "the default" if wanted == -1 else str(wanted)
             raise PlanningError(
                 f"stage {upstream.name!r} is forwarded into stage {transform.name!r}, whose local "
