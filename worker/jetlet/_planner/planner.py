@@ -6,7 +6,8 @@ transform add itself to the DAG:
 1. ``check``: every stage leads to a sink, nothing dangles, every user
    function can be pickled (plan-time errors name the stage and function);
 2. ``watermark stride``: inserted watermarks are throttled to the gcd of the
-   sliding windows' slides (at most 1000), as Jet does;
+   sliding windows' slides (at most 1000), as Jet does, and of the strides that
+   custom stages ask for;
 3. ``fuse``: chains of stateless transforms (map, filter, flat_map, peek)
    where each link has one consumer and one producer, the same parallelism
    and no rebalance between them, become one ``fused(...)`` transform that
@@ -242,7 +243,8 @@ MAXIMUM_WATERMARK_GAP = 1000
 
 
 def watermark_stride(graph: Mapping[tf.Transform, object]) -> int:
-    """How coarse watermarks may be: the gcd of the sliding windows' slides, at most 1000 (Jet's rule).
+    """How coarse watermarks may be: the gcd of the sliding windows' slides and of the custom stages'
+    ``watermark_stride``, at most 1000 (Jet's rule, for the windows).
 
     Watermarks are throttled to this stride, since a window can only close on
     a slide boundary: finer watermarks would cost work and change nothing.
@@ -252,6 +254,7 @@ def watermark_stride(graph: Mapping[tf.Transform, object]) -> int:
         for t in graph
         if (window := getattr(t, "window", None)) is not None and window.kind == "sliding"
     ]
+    slides += [t.watermark_stride for t in graph if isinstance(t, tf.CustomTransform) and t.watermark_stride]
     if not slides:
         return MAXIMUM_WATERMARK_GAP
     return min(functools.reduce(math.gcd, slides), MAXIMUM_WATERMARK_GAP)

@@ -255,9 +255,13 @@ def _identity_step(batch: list[Any]) -> list[Any]:
 class CustomTransform(Transform):
     """A user's own processor as a stage (``custom_transform``)."""
 
-    def __init__(self, name: str, upstream: Sequence[Transform], supplier: object) -> None:
+    def __init__(
+        self, name: str, upstream: Sequence[Transform], supplier: object, watermark_stride: int | None = None
+    ) -> None:
         super().__init__(name, upstream)
         self.supplier = supplier
+        self.watermark_stride = watermark_stride
+        """How fine the processor needs watermarks (``custom_transform``'s; None: it does not say)."""
 
     def add_to_dag(self, planner: planner_mod.Planner) -> None:
         vertex = planner.add_vertex(self, self.name, self.local_parallelism, self.supplier)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 
 from jetlet.aggregate import averaging, to_list
 from jetlet.datamodel import KeyedWindowResult
+from jetlet.nexmark import new_users
 from jetlet.nexmark import partial_winners as wb
 from jetlet.nexmark.generator import (
     AUCTION_PROPORTION,
@@ -323,16 +324,31 @@ def new_user_auctions(
     return [IdNameReserve(person, name, reserve) for person, name in people for _, reserve in auctions]
 
 
-def q8_monitor_new_users(events: StreamStage[Event], window_ms: int = 10_000) -> StreamStage[IdNameReserve]:
+def q8_monitor_new_users(
+    events: StreamStage[Event], window_ms: int = 10_000, *, broadcast_people: bool = True
+) -> StreamStage[IdNameReserve]:
     """Query 8: people who opened an auction in the tumbling window in which they registered.
 
-    Beam co-groups people keyed by id and auctions keyed by seller in fixed windows; jetlet
-    co-aggregates the two keyed stages into the same tumbling windows (``aggregate2`` of two
-    ``to_list``) and flat-maps each window's people and auctions to :class:`IdNameReserve`. As in
-    winning bids, each person and auction is cut to the fields the result reads, ``(id, name)`` and
-    ``(seller, reserve)``, before it crosses to its key's member: plain tuples cross with no Python
-    call of their own, and the windows hold them instead of whole events.
+    Beam co-groups people keyed by id and auctions keyed by seller in fixed windows. jetlet
+    broadcasts the people, the small side, to a window join on every member that keeps the
+    auctions where they are (:mod:`jetlet.nexmark.new_users`): only people cross between members.
+    With ``broadcast_people=False`` it co-aggregates the two keyed stages into the same tumbling
+    windows instead (``aggregate2`` of two ``to_list``) and flat-maps each window's people and
+    auctions to :class:`IdNameReserve`; the results are the same, in another order. Either way, as
+    in winning bids, each person and auction is cut to the fields the result reads, ``(id, name)``
+    and ``(seller, reserve)``: plain tuples cross with no Python call of their own, and the windows
+    hold them instead of whole events.
     """
+    if broadcast_people:
+        everyone = events.map(person_id_name).set_name("nexmark-q8-people").broadcast()
+        own_auctions = events.map(auction_seller_reserve)
+        broadcast: StreamStage[IdNameReserve] = own_auctions.custom_transform(
+            "nexmark-q8-monitor-new-users",
+            new_users.new_user_auctions_p(window_ms),
+            everyone,
+            watermark_stride=window_ms,
+        )
+        return broadcast
     people = events.map(person_id_name).grouping_key(person_key)
     auctions = events.map(auction_seller_reserve).grouping_key(person_key)
     windows = people.window(WindowDefinition.tumbling(window_ms)).aggregate2(to_list(), auctions, to_list())

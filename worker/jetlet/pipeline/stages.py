@@ -257,14 +257,27 @@ class GeneralStage(Generic[T]):
         self._transform.broadcast = True
         return self
 
-    def custom_transform(self, name: str, supplier: object, *others: GeneralStage[Any]) -> Any:
+    def custom_transform(
+        self, name: str, supplier: object, *others: GeneralStage[Any], watermark_stride: int | None = None
+    ) -> Any:
         """Your own processor (a Core API supplier) as the next stage.
 
         Its input 0 is this stage; each of ``others`` is a further input (1, 2, ...), as the edges
         of a Core API vertex. Each input keeps its own routing (local unless it was rebalanced or
         broadcast), and the processor tells its inputs apart by ordinal in ``process``. The stage's
         item type is the processor's to say: annotate the variable you assign it to.
+
+        A processor that acts on watermarks at multiples of some time (its own windows' ends, say)
+        gives that time as ``watermark_stride``: the sources' watermarks are then at least that fine.
+        They are throttled to the gcd of every window's slide and every such stride, at most 1000
+        (Jet's rule, :func:`jetlet._planner.planner.watermark_stride`), so without one a custom
+        window shorter than a second would close up to a second late in a pipeline with no windows.
         """
+        if watermark_stride is not None and (type(watermark_stride) is not int or watermark_stride < 1):
+            raise ValueError(
+                f"stage {self.name!r}: custom_transform's watermark_stride must be an int >= 1, "
+                f"got {watermark_stride!r}"
+            )
         for other in others:
             if not isinstance(other, GeneralStage):
                 raise TypeError(
@@ -280,7 +293,7 @@ class GeneralStage(Generic[T]):
                     "without timestamps"
                 )
         upstream = [self._transform, *(other._transform for other in others)]
-        return self._derive(tf.CustomTransform(name, upstream, supplier))
+        return self._derive(tf.CustomTransform(name, upstream, supplier, watermark_stride))
 
     def apply(self, fn: Callable[[Self], R]) -> R:
         """``fn(self)``: reuse a chain of stages written as a function."""
