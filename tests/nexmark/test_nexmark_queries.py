@@ -509,16 +509,20 @@ def test_window_queries_5_7_and_8_match_plain_python(jet: jetlet.EmbeddedInstanc
     assert collections.Counter(jet.get_list("q8")) == new_users
 
 
-def test_query_8_on_a_two_member_cluster_matches_plain_python() -> None:
+@pytest.mark.parametrize("broadcast_people", [True, False], ids=["people broadcast", "keyed both ways"])
+def test_query_8_on_a_two_member_cluster_matches_plain_python(broadcast_people: bool) -> None:
     # given the reference over the windows that surely close, and a cluster of two members, where
-    # query 8's window runs in one stage (to_list collects its items) and people and auctions of one
-    # person cross to the member that owns their key
+    # either the people go to every member's join of its own auctions, or query 8's window runs in
+    # one stage (to_list collects its items) and people and auctions of one person cross to the
+    # member that owns their key
     window_8 = 100
     new_users = plain_new_users(window_8)
     assert new_users.total() >= 5
     with local_cluster(2) as client:
         p = Pipeline()
-        q8_monitor_new_users(event_stage(p), window_8).write_to(Sinks.list("q8"))
+        q8_monitor_new_users(event_stage(p), window_8, broadcast_people=broadcast_people).write_to(
+            Sinks.list("q8")
+        )
         assert not [v.name for v in p.to_dag().vertices() if v.name.endswith("-prepare")]
         # when it runs until those windows' results are out
         run_until(client, p, has_sizes(client, {"q8": new_users.total()}))
