@@ -6,8 +6,8 @@ transform add itself to the DAG:
 1. ``check``: every stage leads to a sink, nothing dangles, every user
    function can be pickled (plan-time errors name the stage and function);
 2. ``watermark stride``: inserted watermarks are throttled to the gcd of the
-   sliding windows' slides (at most 1000), as Jet does, and of the strides that
-   custom stages ask for;
+   sliding windows' slides and of the strides that custom stages ask for (above
+   1000, its largest divisor up to 1000; Jet caps it at 1000);
 3. ``fuse``: chains of stateless transforms (map, filter, flat_map, peek)
    where each link has one consumer and one producer, the same parallelism
    and no rebalance between them, become one ``fused(...)`` transform that
@@ -244,10 +244,16 @@ MAXIMUM_WATERMARK_GAP = 1000
 
 def watermark_stride(graph: Mapping[tf.Transform, object]) -> int:
     """How coarse watermarks may be: the gcd of the sliding windows' slides and of the custom stages'
-    ``watermark_stride``, at most 1000 (Jet's rule, for the windows).
+    ``watermark_stride``; above 1000, its largest divisor that is at most 1000.
 
     Watermarks are throttled to this stride, since a window can only close on
-    a slide boundary: finer watermarks would cost work and change nothing.
+    a slide boundary: finer watermarks would cost work and change nothing. Jet
+    caps the gcd at 1000 instead, so a slide of 1.5 s (throttled to 1 s) holds
+    every other window until the next whole second; a divisor keeps every
+    slide boundary a watermark.
+
+    >>> [_at_most_a_second(g) for g in (10, 1000, 1500, 2000, 1009)]
+    [10, 1000, 750, 1000, 1]
     """
     slides: list[int] = [
         window.slide
@@ -257,7 +263,12 @@ def watermark_stride(graph: Mapping[tf.Transform, object]) -> int:
     slides += [t.watermark_stride for t in graph if isinstance(t, tf.CustomTransform) and t.watermark_stride]
     if not slides:
         return MAXIMUM_WATERMARK_GAP
-    return min(functools.reduce(math.gcd, slides), MAXIMUM_WATERMARK_GAP)
+    return _at_most_a_second(functools.reduce(math.gcd, slides))
+
+
+def _at_most_a_second(stride: int) -> int:
+    """``stride``, or its largest divisor that is at most :data:`MAXIMUM_WATERMARK_GAP`."""
+    return next(d for d in range(min(stride, MAXIMUM_WATERMARK_GAP), 0, -1) if stride % d == 0)
 
 
 def _check_picklable(transform: tf.Transform, fn: Callable[..., Any]) -> None:

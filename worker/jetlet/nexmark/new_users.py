@@ -22,16 +22,22 @@ results is the keyed join's, pair for pair (their order differs). Only people (2
 cross between members, against 4 % of events (half the people and auctions) in the keyed plan.
 
 An item for a window that was already emitted (its end at or before the watermark) is dropped and
-counted (``lateEventsDropped``), as the window stage drops it.
+counted (``lateEventsDropped``), as the window stage drops it; a late person is counted by processor
+0 only, as it reaches every processor. Unlike the keyed plan, where a person is late or not once, a
+broadcast person is judged against each processor's own watermark, so a person late at its source
+may come out with the auctions of some processors and not of others (NEXMark's sources are ordered:
+nothing is late). When the input ends, every window still open is emitted, as the window stage does.
 
-**Snapshots.** A processor saves its windows (people and auctions by id, copied at the barrier)
-under a :class:`~jetlet.core.snapshot_keys.ProcessorKey`, so that every processor of a restored
-job reads every processor's save. Processor ``i`` of ``n`` restores the auctions that processor
-``j`` saved when ``j % n == i`` (each auction on exactly one processor), and each window's people
-from the first save that holds the window: every processor receives every person before it saves
-(barriers are aligned on every input), so every save holding a window holds the same people for
-it; one whose watermark had passed the window emitted its results already, and no replayed event
-can fall in it.
+**Snapshots.** A processor saves its watermark and its windows (people and auctions by id, copied
+at the barrier) under a :class:`~jetlet.core.snapshot_keys.ProcessorKey`, so that every processor
+of a restored job reads every processor's save. Processor ``i`` of ``n`` restores the auctions that
+processor ``j`` saved when ``j % n == i`` (each auction on exactly one processor), a copy of each
+window's people from the first save that holds the window, and the lowest of the saved watermarks
+(as the window stage does). With exactly-once snapshots every processor has every person that came
+before the barrier when it saves (barriers are aligned on every input), so every save holding a
+window holds the same people for it; one whose watermark had passed the window emitted its results
+already, and no replayed event can fall in it. At-least-once saves may hold different people (some
+after the barrier): results may then come out more than once, as that guarantee allows.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from jetlet.core.processors import pending
 from jetlet.nexmark.model import IdNameReserve
 
 SNAPSHOT_TAG = "nexmark-q8-new-users"
+NO_WATERMARK = -(2**63)
 AUCTIONS: int = 0
 """The input (and the index in a window's pair of dicts) of the auctions; the people's is 1."""
 PEOPLE: int = 1
@@ -61,12 +68,12 @@ class NewUserAuctionsP(processor.Processor):
     """
 
     def __init__(self, window_ms: int) -> None:
-        if type(window_ms) is not int or window_ms < 1:
-            raise ValueError(f"query 8's window_ms must be an int >= 1, got {window_ms!r}")
+        check_window(window_ms)
         self._size = window_ms
         self._windows: dict[int, Window] = {}
-        self._watermark = -(2**63)
+        self._watermark = NO_WATERMARK
         self._late = 0
+        self._completing = False
         self._output = pending.PendingOutput()
         self._snapshot = snapshot_writer.SnapshotWriter()
 
@@ -76,10 +83,11 @@ class NewUserAuctionsP(processor.Processor):
             return
         size, windows, watermark = self._size, self._windows, self._watermark
         side = PEOPLE if ordinal == PEOPLE else AUCTIONS
+        counts_late = side == AUCTIONS or self.context.global_processor_index == 0
         for timestamp, (key, value) in inbox.take_all():
             end = timestamp - timestamp % size + size
             if end <= watermark:
-                self._late += 1
+                self._late += counts_late
                 continue
             window = windows.get(end)
             if window is None:
@@ -92,8 +100,6 @@ class NewUserAuctionsP(processor.Processor):
                 values.append(value)
 
     def try_process_watermark(self, watermark: wm.Watermark) -> bool:
-        if watermark.is_idle_message():
-            return self._output.watermark(self.outbox, watermark, None)
         return self._output.watermark(self.outbox, watermark, self._close)
 
     def _close(self, watermark: int) -> list[Any]:
@@ -111,36 +117,57 @@ class NewUserAuctionsP(processor.Processor):
         return out
 
     def complete(self) -> bool:
+        """Emit every window still open (the input ended), then nothing more."""
+        if not self._completing:
+            if not self._output.flush(self.outbox):
+                return False
+            self._completing = True
+            self._output.items = self._close(max(self._windows, default=NO_WATERMARK))
         return self._output.flush(self.outbox)
 
     def metrics(self) -> dict[str, int]:
         return {"lateEventsDropped": self._late}
 
     def save_to_snapshot(self) -> bool:
+        if not self._output.flush(self.outbox):
+            return False
         return self._snapshot.write(self.outbox, self._entries)
 
     def _entries(self) -> list[tuple[Any, Any]]:
         saved = {end: _copy(window) for end, window in self._windows.items()}
         key = snapshot_keys.ProcessorKey(SNAPSHOT_TAG, self.context.global_processor_index)
-        return [(key, snapshot_writer.Copied(saved))]
+        return [(key, snapshot_writer.Copied((self._watermark, saved)))]
 
     def restore_from_snapshot(self, inbox: inbox_mod.Inbox) -> None:
+        """Take this processor's share of every save (module doc). The saves are shared with the other
+        processors of this member: what is kept is copied."""
         total, mine = self.context.total_parallelism, self.context.global_processor_index
-        for key, saved in sorted(inbox.take_all(), key=_saved_by):
+        watermarks: list[int] = []
+        for key, value in sorted(inbox.take_all(), key=_saved_by):
             if not (isinstance(key, snapshot_keys.ProcessorKey) and key.tag == SNAPSHOT_TAG):
                 raise ValueError(f"query 8's join cannot restore the snapshot entry {key!r}")
+            watermark, saved = value
+            watermarks.append(watermark)
             for end, (auctions, people) in saved.items():
                 window = self._windows.get(end)
                 if window is None:
-                    window = self._windows[end] = ({}, people)
+                    window = self._windows[end] = ({}, {k: list(v) for k, v in people.items()})
                 if key.processor_index % total == mine:
                     for seller, reserves in auctions.items():
                         window[AUCTIONS].setdefault(seller, []).extend(reserves)
+        if watermarks:
+            self._watermark = min(watermarks)
 
 
 def _saved_by(entry: tuple[Any, Any]) -> int:
     key = entry[0]
     return key.processor_index if isinstance(key, snapshot_keys.ProcessorKey) else -1
+
+
+def check_window(window_ms: object) -> None:
+    """Raise ValueError naming ``window_ms`` unless it is an int of at least 1."""
+    if type(window_ms) is not int or window_ms < 1:
+        raise ValueError(f"query 8's window_ms must be an int >= 1, got {window_ms!r}")
 
 
 def _copy(window: Window) -> Window:
@@ -149,5 +176,6 @@ def _copy(window: Window) -> Window:
 
 
 def new_user_auctions_p(window_ms: int) -> processor.ProcessorFactory:
-    """A factory of :class:`NewUserAuctionsP` with tumbling windows of ``window_ms``."""
+    """A factory of :class:`NewUserAuctionsP` with tumbling windows of ``window_ms`` (checked now)."""
+    check_window(window_ms)
     return lambda: NewUserAuctionsP(window_ms)

@@ -272,12 +272,19 @@ class GeneralStage(Generic[T]):
         They are throttled to the gcd of every window's slide and every such stride, at most 1000
         (Jet's rule, :func:`jetlet._planner.planner.watermark_stride`), so without one a custom
         window shorter than a second would close up to a second late in a pipeline with no windows.
+        A stride above 1000 throttles them to its largest divisor that is at most 1000.
         """
-        if watermark_stride is not None and (type(watermark_stride) is not int or watermark_stride < 1):
-            raise ValueError(
-                f"stage {self.name!r}: custom_transform's watermark_stride must be an int >= 1, "
-                f"got {watermark_stride!r}"
-            )
+        if watermark_stride is not None:
+            if type(watermark_stride) is not int or watermark_stride < 1:
+                raise ValueError(
+                    f"custom_transform {name!r}: watermark_stride must be an int >= 1, "
+                    f"got {watermark_stride!r}"
+                )
+            if not self._timestamped:
+                raise ValueError(
+                    f"custom_transform {name!r}: watermark_stride needs timestamps, and stage {self.name!r} "
+                    "has none (call with_timestamps, with_native_timestamps or with_ingestion_timestamps)"
+                )
         for other in others:
             if not isinstance(other, GeneralStage):
                 raise TypeError(
