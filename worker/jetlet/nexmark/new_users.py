@@ -134,7 +134,9 @@ class NewUserAuctionsP(processor.Processor):
         return self._snapshot.write(self.outbox, self._entries)
 
     def _entries(self) -> list[tuple[Any, Any]]:
-        saved = {end: _copy(window) for end, window in self._windows.items()}
+        saved = {
+            end: (_copied(auctions), _copied(people)) for end, (auctions, people) in self._windows.items()
+        }
         key = snapshot_keys.ProcessorKey(SNAPSHOT_TAG, self.context.global_processor_index)
         return [(key, snapshot_writer.Copied((self._watermark, saved)))]
 
@@ -151,7 +153,7 @@ class NewUserAuctionsP(processor.Processor):
             for end, (auctions, people) in saved.items():
                 window = self._windows.get(end)
                 if window is None:
-                    window = self._windows[end] = ({}, {k: list(v) for k, v in people.items()})
+                    window = self._windows[end] = ({}, _copied(people))
                 if key.processor_index % total == mine:
                     for seller, reserves in auctions.items():
                         window[AUCTIONS].setdefault(seller, []).extend(reserves)
@@ -170,9 +172,9 @@ def check_window(window_ms: object) -> None:
         raise ValueError(f"query 8's window_ms must be an int >= 1, got {window_ms!r}")
 
 
-def _copy(window: Window) -> Window:
-    auctions, people = window
-    return {k: list(v) for k, v in auctions.items()}, {k: list(v) for k, v in people.items()}
+def _copied(by_id: dict[int, list[Any]]) -> dict[int, list[Any]]:
+    """``by_id`` with lists of its own (the values themselves are immutable tuples' fields)."""
+    return {key: list(values) for key, values in by_id.items()}
 
 
 def new_user_auctions_p(window_ms: int) -> processor.ProcessorFactory:

@@ -268,11 +268,9 @@ class GeneralStage(Generic[T]):
         item type is the processor's to say: annotate the variable you assign it to.
 
         A processor that acts on watermarks at multiples of some time (its own windows' ends, say)
-        gives that time as ``watermark_stride``: the sources' watermarks are then at least that fine.
-        They are throttled to the gcd of every window's slide and every such stride, at most 1000
-        (Jet's rule, :func:`jetlet._planner.planner.watermark_stride`), so without one a custom
-        window shorter than a second would close up to a second late in a pipeline with no windows.
-        A stride above 1000 throttles them to its largest divisor that is at most 1000.
+        gives that time as ``watermark_stride``: the sources' watermarks are then throttled no
+        coarser (:func:`jetlet._planner.planner.watermark_stride` says how). Without one, a custom
+        window shorter than a second closes up to a second late in a pipeline with no windows.
         """
         if watermark_stride is not None:
             if type(watermark_stride) is not int or watermark_stride < 1:
